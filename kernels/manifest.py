@@ -1,0 +1,374 @@
+"""The device images: every kernel the plan launches, with its manifest.
+
+An image is a kernel family (one `kernels/<family>.cu`) specialised by
+constants the planner bakes into its source (shapes, the half format, a
+product's tile). Its manifest is what the certificate reads: the argument ABI
+(the kernel's parameter list, laid out by the C rules, which is exactly the
+byte image `cuLaunchKernel` takes), each pointer argument's access and the
+bytes it may touch as a function of the image's constants and the launch's
+scalars, the grid that covers the work, the block, the shared memory and the
+register bound the source is compiled under.
+
+Every access is one contiguous byte range from the pointer the launch passes:
+layouts are chosen so (the rotary tables are column-major for this reason).
+A manifest may claim more than the kernel touches (a read it can skip), never
+less: the certificate is sound only if the kernel honours the manifest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import ceil
+from typing import Callable, Mapping
+
+POINTER, U32, F32 = "pointer", "u32", "f32"
+READ, WRITE, READ_WRITE = "read", "write", "read-write"
+HALF_BYTES = 2
+
+Constants = Mapping[str, "int | str"]
+Scalars = Mapping[str, int]  # scalar name -> its 32-bit word
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One parameter of an image: its ABI slot is derived from its place."""
+
+    name: str
+    kind: str                 # pointer | u32 | f32
+    access: str | None = None  # read | write | read-write (pointers only)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A kernel source and the rules its manifest follows."""
+
+    name: str
+    arguments: tuple[Argument, ...]
+    block: Callable[[Constants], int]
+    grid: Callable[[Constants, Scalars], tuple[int, int, int]]
+    # bytes from each pointer argument the launch may touch
+    extents: Callable[[Constants, Scalars], dict[str, int]]
+    registers: int = 64                     # the bound the source is compiled under
+    shared: Callable[[Constants], int] = lambda c: 0
+    constants: tuple[str, ...] = ()         # the constants the source needs
+    per_step: tuple[str, ...] = ()          # scalars the host rewrites every step
+    source: str = ""                        # kernels/<source>.cu; the family's name when empty
+
+    @property
+    def source_file(self) -> str:
+        return f"{self.source or self.name}.cu"
+
+
+def _args(spec: str) -> tuple[Argument, ...]:
+    """'out:w in:r n:u32 s:f32' -> arguments (pointers before scalars)."""
+    out = []
+    for item in spec.split():
+        name, tag = item.split(":")
+        if tag in ("r", "w", "rw"):
+            out.append(Argument(name, POINTER, {"r": READ, "w": WRITE, "rw": READ_WRITE}[tag]))
+        else:
+            out.append(Argument(name, tag))
+    kinds = [a.kind == POINTER for a in out]
+    assert kinds == sorted(kinds, reverse=True), f"pointers first: {spec}"
+    return tuple(out)
+
+
+def _blocks(n: int, per: int) -> int:
+    return max(1, ceil(n / per))
+
+
+def _fixed(n: int) -> Callable[[Constants], int]:
+    return lambda c: n
+
+
+def _elementwise(name: str, spec: str, sizes: dict[str, int], per_thread: int = 1,
+                 constants: tuple[str, ...] = ()) -> Family:
+    """A thread per `per_thread` elements; `elements` is a scalar; each pointer
+    argument spans elements x its element size."""
+    return Family(
+        name, _args(spec), _fixed(256),
+        lambda c, s: (_blocks(s["elements"], 256 * per_thread), 1, 1),
+        lambda c, s: {arg: s["elements"] * size for arg, size in sizes.items()},
+        registers=64, constants=constants)
+
+
+_GELU_SCALARS = "sqrt_two_over_pi:f32 cubic:f32 half:f32 one:f32 cubic_slope:f32 elements:u32"
+
+
+def _product_shared(c: Constants) -> int:
+    return c["stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * HALF_BYTES
+
+
+def _product_extents(c: Constants, s: Scalars) -> dict[str, int]:
+    m, n, k = c["m"], c["n"], c["k"]
+    out = {"c": m * n * 4, "a": m * k * HALF_BYTES, "b": n * k * HALF_BYTES}
+    if c["residual"]:
+        out["r"] = m * n * 4
+    return out
+
+
+def _attention_planes(c: Constants) -> dict[str, int]:
+    """Bytes of the heads' layouts: [batch][head][seq][64] and kin."""
+    b, s, h, kv = c["batch"], c["seq"], c["heads"], c["kv_heads"]
+    return {"q": b * h * s * 64 * HALF_BYTES, "kv": b * kv * s * 64 * HALF_BYTES,
+            "q32": b * h * s * 64 * 4, "kv32": b * kv * s * 64 * 4,
+            "rows": b * h * s * 4, "merged": b * s * h * 64 * HALF_BYTES}
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in [
+    _elementwise("random-normal", "out:w seed:u32 counter:u32 scale:f32 elements:u32", {"out": 4}),
+    Family("rotary-table", _args(
+        "cosine:w sine:w theta_high:f32 theta_low:f32 inverse_two_pi:f32 two_pi_high:f32 "
+        "two_pi_low:f32 rounding_magic:f32"),
+        _fixed(256), lambda c, s: (_blocks(c["seq"], 256), 1, 1),
+        lambda c, s: {"cosine": c["seq"] * 4, "sine": c["seq"] * 4}, constants=("seq",)),
+    _elementwise("fill", "out:w value:f32 elements:u32", {"out": 4}),
+    _elementwise("copy", "out:w in:r elements:u32", {"out": 4, "in": 4}),
+    _elementwise("cast-down", "out:w in:r elements:u32", {"out": HALF_BYTES, "in": 4}, per_thread=2,
+                 constants=("half",)),
+    _elementwise("add", "out:w left:r right:r elements:u32", {"out": 4, "left": 4, "right": 4}),
+    Family("argmax", _args("out:w in:r"), _fixed(256), lambda c, s: (1, 1, 1),
+           lambda c, s: {"out": 4, "in": c["vocab"] * 4}, constants=("vocab",)),
+    Family("gather", _args("out:w ids:r table:r"), _fixed(128), lambda c, s: (c["rows"], 1, 1),
+           lambda c, s: {"out": c["rows"] * c["width"] * 4, "ids": c["rows"] * 4,
+                         "table": c["vocab"] * c["width"] * 4},
+           constants=("rows", "width", "vocab")),
+    Family("layernorm-forward", _args("out:w in:r gamma:r beta:r statistics:w inverse_width:f32 epsilon:f32"),
+           _fixed(128), lambda c, s: (c["rows"], 1, 1),
+           lambda c, s: {"out": c["rows"] * c["width"] * 4, "in": c["rows"] * c["width"] * 4,
+                         "gamma": c["width"] * 4, "beta": c["width"] * 4, "statistics": c["rows"] * 8},
+           constants=("rows", "width")),
+    Family("layernorm-backward", _args(
+        "dx:w x:r dy:r gamma:r x_hat:w statistics:r inverse_width:f32 epsilon:f32"),
+        _fixed(128), lambda c, s: (c["rows"], 1, 1),
+        lambda c, s: {k: c["rows"] * c["width"] * 4 for k in ("dx", "x", "dy", "x_hat")}
+        | {"gamma": c["width"] * 4, "statistics": c["rows"] * 8},
+        constants=("rows", "width")),
+    Family("layernorm-parameters", _args("gamma_gradient:w dy:r x_hat:r beta_gradient:w"),
+           _fixed(256), lambda c, s: (_blocks(c["width"], 32), 1, 1),
+           lambda c, s: {"gamma_gradient": c["width"] * 4, "beta_gradient": c["width"] * 4,
+                         "dy": c["rows"] * c["width"] * 4, "x_hat": c["rows"] * c["width"] * 4},
+           constants=("rows", "width")),
+    Family("qk-rope", _args("queries:w keys:w qkv:r cosine:r sine:r"), _fixed(128),
+           lambda c, s: (c["batch"] * c["seq"], 1, 1),
+           lambda c, s: {"queries": _attention_planes(c)["q"], "keys": _attention_planes(c)["kv"],
+                         "qkv": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64 * 4,
+                         "cosine": c["seq"] * 32 * 4, "sine": c["seq"] * 32 * 4},
+           constants=("batch", "seq", "heads", "kv_heads", "half")),
+    Family("value-transpose", _args("values_t:w qkv:r"), _fixed(256),
+           lambda c, s: (c["seq"] // 64, c["kv_heads"], c["batch"]),
+           lambda c, s: {"values_t": _attention_planes(c)["kv"],
+                         "qkv": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64 * 4},
+           constants=("batch", "seq", "heads", "kv_heads", "half")),
+    Family("attention-forward", _args("q:r k:r v_t:r out:w log_sum_exp:w stream_scale:f32"),
+           _fixed(128), lambda c, s: (c["seq"] // 64, c["heads"], c["batch"]),
+           lambda c, s: {"q": _attention_planes(c)["q"], "k": _attention_planes(c)["kv"],
+                         "v_t": _attention_planes(c)["kv"], "out": _attention_planes(c)["merged"],
+                         "log_sum_exp": _attention_planes(c)["rows"]},
+           registers=255, constants=("batch", "seq", "heads", "kv_heads", "half")),
+    Family("attention-query", _args(
+        "q:r k:r v:r k_t:r d_out:r out:r log_sum_exp:r d_q:w row_terms:w stream_scale:f32 score_scale:f32"),
+        _fixed(128), lambda c, s: (c["seq"] // 64, c["heads"], c["batch"]),
+        lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "k_t": p["kv"], "d_out": p["q"],
+                                 "out": p["merged"], "log_sum_exp": p["rows"], "d_q": p["q32"],
+                                 "row_terms": p["rows"]})(_attention_planes(c)),
+        registers=255, constants=("batch", "seq", "heads", "kv_heads", "half")),
+    Family("attention-key", _args(
+        "q:r k:r v:r d_out:r q_t:r d_out_t:r log_sum_exp:r row_terms:r d_k:w d_v:w "
+        "stream_scale:f32 score_scale:f32"),
+        _fixed(128), lambda c, s: (c["seq"] // 64, c["kv_heads"], c["batch"]),
+        lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"], "q_t": p["q"],
+                                 "d_out_t": p["q"], "log_sum_exp": p["rows"], "row_terms": p["rows"],
+                                 "d_k": p["kv32"], "d_v": p["kv32"]})(_attention_planes(c)),
+        registers=255, constants=("batch", "seq", "heads", "kv_heads", "half")),
+    Family("token-to-head", _args("heads:w merged:r"), _fixed(128),
+           lambda c, s: (c["batch"] * c["seq"], 1, 1),
+           lambda c, s: {"heads": c["batch"] * c["seq"] * c["heads"] * 64 * HALF_BYTES,
+                         "merged": c["batch"] * c["seq"] * c["heads"] * 64 * 4},
+           constants=("batch", "seq", "heads", "half")),
+    Family("transpose", _args("out:w in:r"), _fixed(256),
+           lambda c, s: (c["columns"] // 64, c["rows"] // 64, c["groups"]),
+           lambda c, s: {"out": c["groups"] * c["rows"] * c["columns"] * HALF_BYTES,
+                         "in": c["groups"] * c["rows"] * c["columns"] * HALF_BYTES},
+           constants=("groups", "rows", "columns")),
+    Family("inverse-rope-qkv", _args("qkv_gradient:w d_q:r d_k:r cosine:r sine:r d_v:r"), _fixed(128),
+           lambda c, s: (c["batch"] * c["seq"], 1, 1),
+           lambda c, s: (lambda p: {"qkv_gradient": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"])
+                                    * 64 * HALF_BYTES, "d_q": p["q32"], "d_k": p["kv32"], "d_v": p["kv32"],
+                                    "cosine": c["seq"] * 32 * 4, "sine": c["seq"] * 32 * 4})(_attention_planes(c)),
+           constants=("batch", "seq", "heads", "kv_heads", "half")),
+    Family("loss-target-gather", _args("correct:w logits:r targets:r"), _fixed(256),
+           lambda c, s: (_blocks(c["rows"], 256), 1, 1),
+           lambda c, s: {"correct": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "targets": c["rows"] * 4},
+           constants=("rows", "vocab")),
+    Family("cross-entropy", _args("loss:w logits:r correct:r log2e:f32 ln2:f32"), _fixed(256),
+           lambda c, s: (c["rows"], 1, 1),
+           lambda c, s: {"loss": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "correct": c["rows"] * 4},
+           registers=64, constants=("rows", "vocab")),
+    Family("cross-entropy-backward", _args(
+        "gradient:w logits:r loss:r correct:r targets:r log2e:f32 gradient_scale:f32"),
+        _fixed(128), lambda c, s: (c["rows"], c["vocab"] // 128, 1),
+        lambda c, s: {"gradient": c["rows"] * c["vocab"] * 4, "logits": c["rows"] * c["vocab"] * 4,
+                      "loss": c["rows"] * 4, "correct": c["rows"] * 4, "targets": c["rows"] * 4},
+        constants=("rows", "vocab")),
+    Family("embedding-scatter", _args("gradient:rw dy:r ids:r"), _fixed(128),
+           lambda c, s: (c["rows"], 1, 1),
+           lambda c, s: {"gradient": c["vocab"] * c["width"] * 4, "dy": c["rows"] * c["width"] * 4,
+                         "ids": c["rows"] * 4},
+           constants=("rows", "width", "vocab")),
+    Family("adamw", _args(
+        "parameters:rw gradients:rw first_moments:rw second_moments:rw halves:w beta1:f32 one_minus_beta1:f32 "
+        "beta2:f32 one_minus_beta2:f32 decay:f32 step_size:f32 epsilon:f32"),
+        _fixed(256), lambda c, s: (min(1024, _blocks(c["elements"] // 4, 256)), 1, 1),
+        lambda c, s: {"parameters": c["elements"] * 4, "gradients": c["elements"] * 4,
+                      "first_moments": c["elements"] * 4, "second_moments": c["elements"] * 4,
+                      "halves": c["elements"] * HALF_BYTES},
+        constants=("elements", "half"), per_step=("step_size", "epsilon")),
+    Family("gated-gelu-forward", _args(f"gelu:w gated:w up:r gate:r {_GELU_SCALARS}"), _fixed(256),
+           lambda c, s: (_blocks(s["elements"], 256), 1, 1),
+           lambda c, s: {"gelu": s["elements"] * 4, "gated": s["elements"] * HALF_BYTES,
+                         "up": s["elements"] * 4, "gate": s["elements"] * 4},
+           constants=("half",)),
+    Family("gated-gelu-backward", _args(
+        f"up_gradient:w gate_gradient:w gated_gradient:r gelu:r up:r gate:r {_GELU_SCALARS}"),
+        _fixed(256), lambda c, s: (_blocks(s["elements"], 256), 1, 1),
+        lambda c, s: {"up_gradient": s["elements"] * HALF_BYTES, "gate_gradient": s["elements"] * HALF_BYTES,
+                      "gated_gradient": s["elements"] * 4, "gelu": s["elements"] * 4,
+                      "up": s["elements"] * 4, "gate": s["elements"] * 4},
+        constants=("half",)),
+    Family("tiled", _args("c:w a:r b:r"), lambda c: c["warps_m"] * c["warps_n"] * 32,
+           lambda c, s: (c["n"] // c["block_n"], c["m"] // c["block_m"], 1), _product_extents,
+           registers=255, shared=_product_shared,
+           constants=("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
+                      "stages", "warps_m", "warps_n", "half")),
+    Family("tiled-add", _args("c:w a:r b:r r:r"), lambda c: c["warps_m"] * c["warps_n"] * 32,
+           lambda c, s: (c["n"] // c["block_n"], c["m"] // c["block_m"], 1), _product_extents,
+           registers=255, shared=_product_shared, source="tiled",
+           constants=("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
+                      "stages", "warps_m", "warps_n", "half")),
+]}
+
+
+def parameter_offsets(arguments: tuple[Argument, ...]) -> tuple[tuple[int, ...], int]:
+    """Each argument's byte offset in the parameter block, and the block's size,
+    by the C rules the kernel's parameter list follows."""
+    offsets, cursor = [], 0
+    for a in arguments:
+        size = 8 if a.kind == POINTER else 4
+        cursor = -(-cursor // size) * size
+        offsets.append(cursor)
+        cursor += size
+    return tuple(offsets), -(-cursor // 8) * 8
+
+
+@dataclass(frozen=True)
+class Image:
+    """A family specialised by its constants: one compiled kernel."""
+
+    name: str
+    family: str
+    constants: tuple[tuple[str, int | str], ...]
+    arguments: tuple[Argument, ...] = field(compare=False)
+    offsets: tuple[int, ...] = field(compare=False)
+    parameter_bytes: int = field(compare=False)
+    block: int = field(compare=False)
+    shared_bytes: int = field(compare=False)
+    registers: int = field(compare=False)
+
+    @property
+    def constant_map(self) -> dict[str, int | str]:
+        return dict(self.constants)
+
+    def argument(self, name: str) -> Argument:
+        return next(a for a in self.arguments if a.name == name)
+
+    def offset(self, name: str) -> int:
+        return self.offsets[[a.name for a in self.arguments].index(name)]
+
+    def grid(self, scalars: Scalars) -> tuple[int, int, int]:
+        return FAMILIES[self.family].grid(self.constant_map, scalars)
+
+    def extents(self, scalars: Scalars) -> dict[str, int]:
+        return FAMILIES[self.family].extents(self.constant_map, scalars)
+
+    @property
+    def per_step(self) -> tuple[str, ...]:
+        return FAMILIES[self.family].per_step
+
+
+class ImageError(ValueError):
+    pass
+
+
+def image(family: str, name: str | None = None, **constants: int | str) -> Image:
+    """The image of `family` specialised by `constants` (all it needs, no more)."""
+    spec = FAMILIES.get(family)
+    if spec is None:
+        raise ImageError(f"no image family {family!r} ships with planner")
+    if set(constants) != set(spec.constants):
+        raise ImageError(f"image family {family!r} takes constants {sorted(spec.constants)}, "
+                         f"got {sorted(constants)}")
+    for key, value in constants.items():
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ImageError(f"image {family!r} constant {key!r} must be an integer or a word")
+    offsets, size = parameter_offsets(spec.arguments)
+    return Image(name or family, family, tuple(sorted(constants.items())), spec.arguments, offsets, size,
+                 spec.block(constants), spec.shared(constants), spec.registers)
+
+
+# ---- the tiled products' tiles (seed 003, coppeliusTiledCandidate) ----
+
+@dataclass(frozen=True)
+class Tile:
+    block_m: int
+    block_n: int
+    stages: int
+    warps_m: int
+    warps_n: int
+    block_k: int = 32
+
+
+# block M x block N x stages, warps along M x N (the seed's candidates 0..7)
+TILE_CANDIDATES = (
+    Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
+    Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
+)
+# Shared memory one block may take on every card the images serve (sm_86's opt-in limit).
+SHARED_LIMIT = 99 * 1024
+# Blocks enough to fill the device once (the H200 has 132 multiprocessors).
+FILL_BLOCKS = 132
+
+
+def tile_serves(t: Tile, m: int, n: int, k: int) -> bool:
+    """A tile serves a product when it divides C, its k-steps divide K and its
+    stages fit the shared memory (the seed's coppeliusTiledTileServes)."""
+    shared = t.stages * (t.block_m + t.block_n) * t.block_k * HALF_BYTES
+    return m % t.block_m == 0 and n % t.block_n == 0 and k % t.block_k == 0 and shared <= SHARED_LIMIT
+
+
+def choose_tile(m: int, n: int, k: int) -> int:
+    """The candidate a product takes: the largest serving tile that still gives
+    the device a full wave of blocks, else the serving tile with most blocks."""
+    serving = [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k)]
+    if not serving:
+        raise ImageError(f"no tile serves the product m={m} n={n} k={k}")
+    full = [i for i in serving if (m // TILE_CANDIDATES[i].block_m) * (n // TILE_CANDIDATES[i].block_n)
+            >= FILL_BLOCKS]
+    area = lambda i: (TILE_CANDIDATES[i].block_m * TILE_CANDIDATES[i].block_n, TILE_CANDIDATES[i].stages)
+    return max(full, key=area) if full else min(serving, key=area)
+
+
+def product(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str) -> Image:
+    """C (m x n, binary32) = A B (+ R): A rows (m x k) or columns (k x m),
+    B rows (n x k, i.e. B^T) or columns (k x n); operands in the half format."""
+    t = TILE_CANDIDATES[choose_tile(m, n, k)]
+    name = f"tiled-{a_layout}{b_layout}-m{m}-n{n}-k{k}" + ("-add" if residual else "")
+    return image("tiled-add" if residual else "tiled", name, a_layout=a_layout, b_layout=b_layout, m=m, n=n,
+                 k=k, residual=int(residual), block_m=t.block_m, block_n=t.block_n, block_k=t.block_k,
+                 stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, half=half)
+
+
+def transpose(groups: int, rows: int, columns: int) -> Image:
+    """Each group's rows x columns half matrix transposed (the heads' layouts)."""
+    name = (f"transpose-g{groups}-" if groups != 1 else "transpose-") + f"r{rows}-c{columns}"
+    return image("transpose", name, groups=groups, rows=rows, columns=columns)

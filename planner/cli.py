@@ -1,0 +1,121 @@
+"""`planner`: plan, certify and run Coppelius's training.
+
+Bad input (a configuration, a plan file) gets one line naming what is wrong
+and exit status 2; nothing is half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from typing import Callable
+
+from planner.model.config import DEFAULT, Config, ConfigError, load
+from planner.schedule.plan import Plan, PlanError
+
+
+class InputError(Exception):
+    """Input the user must fix: reported on one line, exit status 2."""
+
+
+def read_config(path: str | None) -> Config:
+    return DEFAULT if path is None else load(path)
+
+
+def read_plan(path: str) -> Plan:
+    from planner.schedule.plan import loads
+    if path == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError as error:
+            raise InputError(f"plan file {path}: cannot be read ({error.strerror})") from None
+        except UnicodeDecodeError:
+            raise InputError(f"plan file {path}: is not UTF-8 text") from None
+    return loads(text)
+
+
+def plan_from(args: argparse.Namespace) -> Plan:
+    """The plan the command works on: a plan file, or the configuration's."""
+    if getattr(args, "load", None):
+        return read_plan(args.load)
+    from planner.schedule import build_plan
+    return build_plan(read_config(args.config))
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):,.1f} MiB"
+
+
+def summary(plan: Plan) -> str:
+    """A readable account of the plan: windows, planes per phase, launches
+    per phase, submissions, the run, parameters."""
+    lines = [f"plan {plan.digest[:16]}  layout {plan.layout}  ({len(plan.launches)} launches, "
+             f"{len(plan.submissions)} submissions, {len(plan.run)} run steps, {len(plan.images)} images)"]
+    if plan.parameter_count():
+        lines.append(f"parameters: {plan.parameter_count():,}")
+    for w in plan.windows:
+        lines.append(f"window {w.name:8} {w.bytes:>14,} bytes ({_mib(w.bytes)}, {w.memory})")
+    lines.append(f"globals: {', '.join(plan.globals)}")
+    per_phase = Counter(l.phase for l in plan.launches)
+    lines.append(f"{'phase':28} {'launches':>8} {'fresh':>6} {'carried':>8} {'fresh bytes':>14}")
+    for ph in plan.phases:
+        fresh_bytes = sum(plan.plane[p].bytes for p in ph.fresh)
+        lines.append(f"{ph.name:28} {per_phase.get(ph.name, 0):>8} {len(ph.fresh):>6} {len(ph.carried):>8} "
+                     f"{fresh_bytes:>14,}")
+    kinds = Counter(s.kind for s in plan.run)
+    lines.append("run: " + ", ".join(f"{kinds[k]} {k}" for k in ("submit", "wait", "write", "read")))
+    return "\n".join(lines)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    plan = plan_from(args)
+    if args.json:
+        from planner.schedule.plan import dumps
+        sys.stdout.write(dumps(plan))
+    else:
+        print(summary(plan))
+    return 0
+
+
+def _add_plan_source(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="configuration JSON (default: the embedded default)")
+    p.add_argument("--load", metavar="FILE", help="read a plan file ('-' for standard input) instead")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="planner", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("plan", help="derive the plan and summarise it, or export it as JSON")
+    _add_plan_source(p)
+    p.add_argument("--json", action="store_true", help="write the whole plan as JSON (schema planner-plan/1)")
+    p.set_defaults(run=cmd_plan)
+    for name, module in COMMANDS.items():
+        m = __import__(module, fromlist=["add_arguments", "run"])
+        p = sub.add_parser(name, help=m.__doc__.splitlines()[0] if m.__doc__ else None)
+        m.add_arguments(p)
+        p.set_defaults(run=m.run)
+    return ap
+
+
+# Further commands: name -> module with add_arguments(parser) and run(args) -> int.
+COMMANDS: dict[str, str] = {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except (ConfigError, PlanError, InputError) as error:
+        print(f"planner {args.command}: {error}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

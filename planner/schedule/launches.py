@@ -1,0 +1,538 @@
+"""The launch schedule: every launch of a training run, in the seed's order.
+
+Seed `Coppelius.Build.Graph`, from `cgInitialization` to `cgLossRecord`:
+initialize; the default checkpoint saved and the request's loaded, chunk by
+chunk; the half copies; the rotary tables; the prediction; one update's
+shared part (forward, loss, backward, diagnostics); each update's AdamW; the
+final forward; the checkpoint saved; the report put back; the loss record.
+Each launch names its image, phase, grid and parameter block; pointers are
+(window, offset) addresses, scalars binary32 or integer words.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from planner.kernels.manifest import F32, Image, image, product, transpose
+from planner.model import float32 as f32
+from planner.model.config import Config
+from planner.schedule.arena import ARENA, LAYER_MATRICES, STAGING, Layout
+from planner.schedule.plan import Address, Launch, Slot, launch_accesses
+
+THREADS = 256                 # cgThreads
+MAXIMUM_ELEMENTS = 1024 * THREADS  # cgMaximumElements: one launch's elementwise work
+RANDOM_STREAMS = 3            # cgRandomStreams: hashes per element
+ROTARY_BASE = 10000           # coppeliusRotaryBase
+LAYER_NORM_EPSILON = (1, 100000)   # cgLayerNormEpsilon
+GELU_CUBIC = (44715, 1000000)      # cgGeluCubic
+# the sum of twelve uniform bytes has variance 12 (256^2 - 1) / 12
+RANDOM_VARIANCE = 65535
+
+# the phases' names (cgPhase*)
+INITIALIZE, RECAST, ROTARY, CHECKPOINT, REPORT = ("coppelius/initialize", "coppelius/recast", "coppelius/rotary",
+                                                  "coppelius/checkpoint", "coppelius/report")
+EMBED, LAYER, OUTPUT, OUTPUT_GRADIENT = ("coppelius/embed", "coppelius/layer", "coppelius/output",
+                                         "coppelius/output-gradient")
+FFN_DOWN, FFN_GATE, ATTENTION_OUTPUT, HEAD_LAYOUT = ("coppelius/ffn-down", "coppelius/ffn-gate",
+                                                     "coppelius/attention-output", "coppelius/head-layout")
+ATTENTION_HEAD, QKV, SCATTER, ADAMW = ("coppelius/attention-head", "coppelius/qkv", "coppelius/scatter",
+                                       "coppelius/adamw")
+DIAGNOSTICS, LOSS_RECORD = "coppelius/diagnostics", "coppelius/loss-record"
+
+Where = tuple[str, int]   # (window, offset)
+
+
+@dataclass(frozen=True)
+class Constants:
+    """The binary32 words the launches carry, each the word nearest its
+    exact value (cgOne, cgInverseWidth, ..., cgAdamStepSize)."""
+
+    one: int
+    zero: int
+    half: int
+    inverse_width: int
+    layer_norm_epsilon: int
+    loss_gradient_scale: int
+    score_scale: int
+    stream_scale: int
+    sqrt_two_over_pi: int
+    gelu_cubic: int
+    gelu_cubic_slope: int
+    log2e: int
+    ln2: int
+    beta1: int
+    one_minus_beta1: int
+    beta2: int
+    one_minus_beta2: int
+    decay: int
+    initialization_scale: int
+    inverse_two_pi: int
+    two_pi: tuple[int, int]
+    rotary: tuple[int, ...]
+
+    @staticmethod
+    def of(config: Config) -> "Constants":
+        s, lr = config.shape, config.learner
+        score_scale = f32.inverse_root(s.head_width)
+        log2e = f32.log2_e()
+        dev = lr.init_deviation
+        return Constants(
+            one=f32.rational(1, 1), zero=0, half=f32.rational(1, 2),
+            inverse_width=f32.rational(1, s.width),
+            layer_norm_epsilon=f32.rational(*LAYER_NORM_EPSILON),
+            # the logits' gradient: the mean over the rows, times the loss scale
+            loss_gradient_scale=f32.rational(lr.loss_scale, s.tokens),
+            score_scale=score_scale,
+            # log2(e) / sqrt(head width): exact because the scale is a power of two
+            stream_scale=f32.nearest(f32.value(log2e) * f32.value(score_scale)),
+            sqrt_two_over_pi=f32.sqrt_two_over_pi(),
+            gelu_cubic=f32.rational(*GELU_CUBIC),
+            gelu_cubic_slope=f32.rational(3 * GELU_CUBIC[0], GELU_CUBIC[1]),
+            log2e=log2e, ln2=f32.ln_2(),
+            beta1=f32.nearest(lr.beta1), one_minus_beta1=f32.nearest(1 - lr.beta1),
+            beta2=f32.nearest(lr.beta2), one_minus_beta2=f32.nearest(1 - lr.beta2),
+            decay=f32.nearest(1 - lr.learning_rate * lr.weight_decay),
+            # a draw's deviation is sqrt(65535): scale it to the model's
+            initialization_scale=f32.root(dev * dev / RANDOM_VARIANCE),
+            inverse_two_pi=f32.inverse_two_pi(), two_pi=f32.two_pi(),
+            rotary=tuple(f32.rotary_words(ROTARY_BASE, s.rotary_columns)),
+        )
+
+    def adam_step_size(self, config: Config, step: int) -> int:
+        lr = config.learner
+        return f32.adam_step_size(step, lr.learning_rate, lr.beta1, lr.beta2)
+
+    def adam_epsilon(self, config: Config, step: int) -> int:
+        lr = config.learner
+        return f32.adam_epsilon(step, lr.epsilon * lr.loss_scale, lr.beta2)
+
+
+@dataclass
+class Builder:
+    """Accumulates launches; `phase` claims the launches made inside it (the
+    innermost phase wins, as cgPhase does)."""
+
+    config: Config
+    layout: Layout
+    constants: Constants
+    launches: list[Launch] = field(default_factory=list)
+    images: dict[str, Image] = field(default_factory=dict)
+    _phases: list[str] = field(default_factory=list)
+    # launch counts of named stretches of the order (cgInitializationLaunches, ...)
+    marks: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self._phases.append(name)
+        try:
+            yield
+        finally:
+            self._phases.pop()
+
+    @contextmanager
+    def mark(self, name: str) -> Iterator[None]:
+        first = len(self.launches)
+        yield
+        self.marks[name] = (first, len(self.launches) - first)
+
+    def launch(self, img: Image, pointers: dict[str, Where], **scalars: int) -> None:
+        known = self.images.setdefault(img.name, img)
+        if known.constants != img.constants:
+            raise ValueError(f"two images named {img.name} with different constants")
+        slots = []
+        for arg, offset in zip(img.arguments, img.offsets):
+            if arg.name in pointers:
+                slots.append(Slot(arg.name, offset, Address(*pointers[arg.name])))
+            else:
+                slots.append(Slot(arg.name, offset, scalars[arg.name]))
+        if set(pointers) | set(scalars) != {a.name for a in img.arguments}:
+            raise ValueError(f"launch of {img.name} sets {sorted(set(pointers) | set(scalars))}")
+        slots_t = tuple(slots)
+        self.launches.append(Launch(len(self.launches), img.name, self._phases[-1],
+                                    img.grid({s.argument: s.value for s in slots if not isinstance(s.value, Address)}),
+                                    img.block, slots_t, launch_accesses(img, slots_t)))
+
+
+# ---- launches by kind (the seed's cgUnary, cgBinary, cgTiled, ...) ----
+
+def _half(config: Config) -> str:
+    return config.learner.half
+
+
+def copy(b: Builder, out: Where, src: Where, words: int) -> None:
+    b.launch(image("copy"), {"out": out, "in": src}, elements=words)
+
+
+def fill(b: Builder, out: Where, elements: int, value: int) -> None:
+    b.launch(image("fill"), {"out": out}, value=value, elements=elements)
+
+
+def cast_down(b: Builder, out: Where, src: Where, elements: int) -> None:
+    b.launch(image("cast-down", half=_half(b.config)), {"out": out, "in": src}, elements=elements)
+
+
+def add(b: Builder, out: Where, left: Where, right: Where, elements: int) -> None:
+    b.launch(image("add"), {"out": out, "left": left, "right": right}, elements=elements)
+
+
+def tiled(b: Builder, a: str, bl: str, m: int, n: int, k: int, c: Where, left: Where, right: Where,
+          residual: Where | None = None) -> None:
+    """C (m x n) = A B (+ R): the forward's X W^T is (r, r), a data
+    gradient's dY W is (r, c), a weight gradient's dY^T X is (c, c)."""
+    img = product(a, bl, m, n, k, residual is not None, _half(b.config))
+    pointers = {"c": c, "a": left, "b": right} | ({"r": residual} if residual is not None else {})
+    b.launch(img, pointers)
+
+
+def layer_norm(b: Builder, out: Where, x: Where, gamma: Where, beta: Where, statistics: Where) -> None:
+    s = b.config.shape
+    b.launch(image("layernorm-forward", rows=s.tokens, width=s.width),
+             {"out": out, "in": x, "gamma": gamma, "beta": beta, "statistics": statistics},
+             inverse_width=b.constants.inverse_width, epsilon=b.constants.layer_norm_epsilon)
+
+
+def layer_norm_backward(b: Builder, gamma: Where, gamma_gradient: Where, beta_gradient: Where, x: Where,
+                        dy: Where, statistics: Where, dx: Where) -> None:
+    s, c, lay = b.config.shape, b.constants, b.layout
+    x_hat = lay.at("normalized-input")
+    b.launch(image("layernorm-backward", rows=s.tokens, width=s.width),
+             {"dx": dx, "x": x, "dy": dy, "gamma": gamma, "x_hat": x_hat, "statistics": statistics},
+             inverse_width=c.inverse_width, epsilon=c.layer_norm_epsilon)
+    b.launch(image("layernorm-parameters", rows=s.tokens, width=s.width),
+             {"gamma_gradient": gamma_gradient, "dy": dy, "x_hat": x_hat, "beta_gradient": beta_gradient})
+
+
+def _gelu_scalars(b: Builder, elements: int) -> dict[str, int]:
+    c = b.constants
+    return dict(sqrt_two_over_pi=c.sqrt_two_over_pi, cubic=c.gelu_cubic, half=c.half, one=c.one,
+                cubic_slope=c.gelu_cubic_slope, elements=elements)
+
+
+def _attention(b: Builder, family: str) -> Image:
+    s = b.config.shape
+    return image(family, batch=s.batch, seq=s.seq, heads=s.heads, kv_heads=s.kv_heads, half=_half(b.config))
+
+
+# ---- the phases of the run ----
+
+def initialization(b: Builder) -> None:
+    """cgInitialization: P drawn from the seeded random-normal image (the
+    counter advances three per element), G, M and V zero, the norms' gains
+    one and shifts zero, then the half copies."""
+    lay, c, run = b.layout, b.constants, b.config.run
+    elements = lay.parameter_bytes // 4
+    with b.phase(INITIALIZE):
+        for offset in range(0, elements, MAXIMUM_ELEMENTS):
+            n = min(MAXIMUM_ELEMENTS, elements - offset)
+            b.launch(image("random-normal"), {"out": lay.at("parameters", 4 * offset)},
+                     seed=run.seed, counter=RANDOM_STREAMS * offset, scale=c.initialization_scale, elements=n)
+        for bank in ("gradients", "first-moments", "second-moments"):
+            for offset in range(0, elements, MAXIMUM_ELEMENTS):
+                fill(b, lay.at(bank, 4 * offset), min(MAXIMUM_ELEMENTS, elements - offset), c.zero)
+        for e in lay.entries:
+            if not e.is_matrix:
+                fill(b, lay.bank("parameters", e.name), e.elements, c.one if e.is_gain else c.zero)
+        recast(b)
+
+
+def recast(b: Builder) -> None:
+    """cgRecast: every matrix's half copy from its binary32 parameters."""
+    lay = b.layout
+    with b.phase(RECAST):
+        for e in lay.entries:
+            if e.is_matrix:
+                cast_down(b, lay.half(e.name), lay.bank("parameters", e.name), e.elements)
+
+
+def rotary_tables(b: Builder) -> None:
+    """cgRotaryTables: a launch per column, a thread per position."""
+    s, c, lay = b.config.shape, b.constants, b.layout
+    with b.phase(ROTARY):
+        for i in range(s.rotary_columns):
+            b.launch(image("rotary-table", seq=s.seq),
+                     {"cosine": lay.at("rotary-cosine", 4 * s.seq * i), "sine": lay.at("rotary-sine", 4 * s.seq * i)},
+                     theta_high=c.rotary[2 * i], theta_low=c.rotary[2 * i + 1], inverse_two_pi=c.inverse_two_pi,
+                     two_pi_high=c.two_pi[0], two_pi_low=c.two_pi[1], rounding_magic=f32.ROUNDING_MAGIC)
+
+
+CHECKPOINT_BANKS = ("parameters", "first-moments", "second-moments")   # cgCheckpointBanks
+
+
+def checkpoint_bytes(layout: Layout) -> int:
+    return len(CHECKPOINT_BANKS) * layout.parameter_bytes
+
+
+def chunks(layout: Layout) -> int:
+    return -(-checkpoint_bytes(layout) // layout.staging_bytes)
+
+
+def chunk_transfer(b: Builder, load: bool, chunk: int) -> None:
+    """cgChunkTransfer: chunk `chunk` of the logical checkpoint (P, M, V)
+    copied between its banks and the staging window, in pieces of at most
+    the copy piece, cut at the banks' ends."""
+    lay, run = b.layout, b.config.run
+    start = chunk * lay.staging_bytes
+    end = min(start + lay.staging_bytes, checkpoint_bytes(lay))
+    cursor, pieces = start, 0
+    with b.phase(CHECKPOINT):
+        while cursor < end:
+            bank = cursor // lay.parameter_bytes
+            bank_end = (bank + 1) * lay.parameter_bytes
+            n = min(run.copy_piece_bytes, bank_end - cursor, end - cursor)
+            device = lay.at(CHECKPOINT_BANKS[bank], cursor - bank * lay.parameter_bytes)
+            host = (STAGING, cursor - start)
+            copy(b, device if load else host, host if load else device, n // 4)
+            cursor += n
+            pieces += 1
+    assert pieces <= run.transfer_pieces, "validate() bounds a chunk's pieces"
+
+
+def checkpoint_transfer(b: Builder, load: bool, label: str) -> None:
+    """cgCheckpointTransfer, each chunk marked `label-chunk-N` for its submission."""
+    for chunk in range(chunks(b.layout)):
+        with b.mark(f"{label}-chunk-{chunk}"):
+            chunk_transfer(b, load, chunk)
+
+
+def report_transfer(b: Builder, restore: bool) -> None:
+    """cgReportTransfer: the final diagnostics and logits row kept in the
+    arena while checkpoint chunks pass through the staging window."""
+    lay, s = b.layout, b.config.shape
+    block = lay.sizes["result-diagnostics"]
+    with b.phase(REPORT):
+        pairs = [(lay.at("result-diagnostics"), lay.at("report"), block // 4),
+                 (lay.at("result-record"), lay.at("report", block), s.vocab)]
+        for host, device, words in pairs:
+            copy(b, host if restore else device, device if restore else host, words)
+
+
+def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
+    """cgLayerForwardWith cgStreamingAttention: what the backward reads is
+    written into the layer's saved planes."""
+    s, lay, c = b.config.shape, b.layout, b.constants
+    T, W, F = s.tokens, s.width, s.ffn
+    p = lambda item: lay.bank("parameters", f"layer{l}.{item}")
+    h = lambda item: lay.half(f"layer{l}.{item}")
+    sv = lambda item: lay.saved(l, item)
+    with b.phase(LAYER):
+        layer_norm(b, lay.at("norm1"), x, p("norm1-gain"), p("norm1-shift"), sv("norm1-statistics"))
+        cast_down(b, sv("norm1-half"), lay.at("norm1"), T * W)
+        tiled(b, "r", "r", T, s.qkv_width, W, lay.at("qkv"), sv("norm1-half"), h("qkv"))
+        b.launch(_attention(b, "qk-rope"), {"queries": sv("queries"), "keys": sv("keys"), "qkv": lay.at("qkv"),
+                                             "cosine": lay.at("rotary-cosine"), "sine": lay.at("rotary-sine")})
+        b.launch(_attention(b, "value-transpose"), {"values_t": sv("values-t"), "qkv": lay.at("qkv")})
+        b.launch(_attention(b, "attention-forward"),
+                 {"q": sv("queries"), "k": sv("keys"), "v_t": sv("values-t"), "out": sv("merged-half"),
+                  "log_sum_exp": sv("log-sum-exp")}, stream_scale=c.stream_scale)
+        tiled(b, "r", "r", T, W, W, sv("projection"), sv("merged-half"), h("output"), residual=x)
+        layer_norm(b, lay.at("norm2"), sv("projection"), p("norm2-gain"), p("norm2-shift"), sv("norm2-statistics"))
+        cast_down(b, sv("norm2-half"), lay.at("norm2"), T * W)
+        tiled(b, "r", "r", T, F, W, sv("up"), sv("norm2-half"), h("up"))
+        tiled(b, "r", "r", T, F, W, sv("gate"), sv("norm2-half"), h("gate"))
+        b.launch(image("gated-gelu-forward", half=_half(b.config)),
+                 {"gelu": sv("gelu"), "gated": sv("gated-half"), "up": sv("up"), "gate": sv("gate")},
+                 **_gelu_scalars(b, T * F))
+        tiled(b, "r", "r", T, W, F, out, sv("gated-half"), h("down"), residual=sv("projection"))
+
+
+def forward(b: Builder) -> None:
+    """cgForward: embed, the layers, the output (the last row's logits to
+    the result record)."""
+    s, lay = b.config.shape, b.layout
+    T, W, V = s.tokens, s.width, s.vocab
+    with b.phase(EMBED):
+        b.launch(image("gather", rows=T, width=W, vocab=V),
+                 {"out": lay.boundary(0), "ids": lay.at("input-ids"), "table": lay.bank("parameters", "embedding")})
+    for l in range(s.layers):
+        layer_forward(b, l, lay.boundary(l), lay.boundary(l + 1))
+    with b.phase(OUTPUT):
+        layer_norm(b, lay.at("final-norm"), lay.boundary(s.layers), lay.bank("parameters", "final-gain"),
+                   lay.bank("parameters", "final-shift"), lay.at("final-statistics"))
+        cast_down(b, lay.at("final-half"), lay.at("final-norm"), T * W)
+        tiled(b, "r", "r", T, V, W, lay.at("logits"), lay.at("final-half"), lay.half("embedding"))
+        copy(b, lay.at("result-record"), lay.at("logits", (T - 1) * 4 * V), V)
+
+
+def prediction(b: Builder) -> None:
+    """cgPrediction: the forward, then each prediction row's logits to the
+    result record and its greedy token to the predictions."""
+    s, lay = b.config.shape, b.layout
+    forward(b)
+    with b.phase(OUTPUT):
+        for index in range(len(b.config.run.prediction_rows)):
+            row_logits = lay.at("result-record", index * 4 * s.vocab)
+            copy(b, row_logits, lay.at("logits", b.config.prediction_row(index) * 4 * s.vocab), s.vocab)
+            b.launch(image("argmax", vocab=s.vocab), {"out": lay.at("result-predictions", 4 * index),
+                                                      "in": row_logits})
+
+
+def loss_forward(b: Builder) -> None:
+    """cgLossForward: each row's target logit, its cross-entropy, and the
+    rows to window 0 of the loss block."""
+    s, lay, c = b.config.shape, b.layout, b.constants
+    T, V = s.tokens, s.vocab
+    with b.phase(OUTPUT):
+        b.launch(image("loss-target-gather", rows=T, vocab=V),
+                 {"correct": lay.at("correct"), "logits": lay.at("logits"), "targets": lay.at("input-targets")})
+        b.launch(image("cross-entropy", rows=T, vocab=V),
+                 {"loss": lay.at("loss"), "logits": lay.at("logits"), "correct": lay.at("correct")},
+                 log2e=c.log2e, ln2=c.ln2)
+        copy(b, lay.at("result-diagnostics"), lay.at("loss"), T)
+
+
+def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
+    """cgLayerBackward: `current` holds dy entering the layer from above and
+    `other` the attention branch's share; each read and rewritten in place."""
+    s, lay, c = b.config.shape, b.layout, b.constants
+    T, W, F = s.tokens, s.width, s.ffn
+    p = lambda item: lay.bank("parameters", f"layer{l}.{item}")
+    g = lambda item: lay.bank("gradients", f"layer{l}.{item}")
+    h = lambda item: lay.half(f"layer{l}.{item}")
+    sv = lambda item: lay.saved(l, item)
+    at = lay.at
+    with b.phase(FFN_DOWN):
+        cast_down(b, at("down-dy-half"), current, T * W)
+        tiled(b, "r", "c", T, F, W, at("gated-gradient"), at("down-dy-half"), h("down"))
+        tiled(b, "c", "c", W, F, T, g("down"), at("down-dy-half"), sv("gated-half"))
+    with b.phase(FFN_GATE):
+        b.launch(image("gated-gelu-backward", half=_half(b.config)),
+                 {"up_gradient": at("ffn-gradient-half"), "gate_gradient": at("gate-gradient"),
+                  "gated_gradient": at("gated-gradient"), "gelu": sv("gelu"), "up": sv("up"), "gate": sv("gate")},
+                 **_gelu_scalars(b, T * F))
+        tiled(b, "c", "c", F, W, T, g("up"), at("ffn-gradient-half"), sv("norm2-half"))
+        tiled(b, "r", "c", T, W, F, at("norm2-up-gradient"), at("ffn-gradient-half"), h("up"))
+        tiled(b, "c", "c", F, W, T, g("gate"), at("gate-gradient"), sv("norm2-half"))
+        tiled(b, "r", "c", T, W, F, at("norm2-gradient"), at("gate-gradient"), h("gate"),
+              residual=at("norm2-up-gradient"))
+        layer_norm_backward(b, p("norm2-gain"), g("norm2-gain"), g("norm2-shift"), sv("projection"),
+                            at("norm2-gradient"), sv("norm2-statistics"), at("norm2-input-gradient"))
+        add(b, other, current, at("norm2-input-gradient"), T * W)
+    with b.phase(ATTENTION_OUTPUT):
+        cast_down(b, at("output-dy-half"), other, T * W)
+        tiled(b, "c", "c", W, W, T, g("output"), at("output-dy-half"), sv("merged-half"))
+        tiled(b, "r", "c", T, W, W, at("merged-gradient"), at("output-dy-half"), h("output"))
+    with b.phase(HEAD_LAYOUT):
+        b.launch(image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=_half(b.config)),
+                 {"heads": at("context-gradient-heads"), "merged": at("merged-gradient")})
+        D = s.head_width
+        b.launch(transpose(s.batch * s.kv_heads, D, s.seq), {"out": at("values-heads"), "in": sv("values-t")})
+        b.launch(transpose(s.batch * s.heads, s.seq, D), {"out": at("queries-t"), "in": sv("queries")})
+        b.launch(transpose(s.batch * s.kv_heads, s.seq, D), {"out": at("keys-t"), "in": sv("keys")})
+        b.launch(transpose(s.batch * s.heads, s.seq, D),
+                 {"out": at("context-gradient-t"), "in": at("context-gradient-heads")})
+    with b.phase(ATTENTION_HEAD):
+        b.launch(_attention(b, "attention-query"),
+                 {"q": sv("queries"), "k": sv("keys"), "v": at("values-heads"), "k_t": at("keys-t"),
+                  "d_out": at("context-gradient-heads"), "out": sv("merged-half"), "log_sum_exp": sv("log-sum-exp"),
+                  "d_q": at("queries-gradient"), "row_terms": at("row-terms")},
+                 stream_scale=c.stream_scale, score_scale=c.score_scale)
+        b.launch(_attention(b, "attention-key"),
+                 {"q": sv("queries"), "k": sv("keys"), "v": at("values-heads"), "d_out": at("context-gradient-heads"),
+                  "q_t": at("queries-t"), "d_out_t": at("context-gradient-t"), "log_sum_exp": sv("log-sum-exp"),
+                  "row_terms": at("row-terms"), "d_k": at("keys-gradient"), "d_v": at("values-gradient")},
+                 stream_scale=c.stream_scale, score_scale=c.score_scale)
+    with b.phase(QKV):
+        b.launch(_attention(b, "inverse-rope-qkv"),
+                 {"qkv_gradient": at("qkv-gradient-half"), "d_q": at("queries-gradient"), "d_k": at("keys-gradient"),
+                  "cosine": at("rotary-cosine"), "sine": at("rotary-sine"), "d_v": at("values-gradient")})
+        tiled(b, "c", "c", s.qkv_width, W, T, g("qkv"), at("qkv-gradient-half"), sv("norm1-half"))
+        tiled(b, "r", "c", T, W, s.qkv_width, at("norm1-gradient"), at("qkv-gradient-half"), h("qkv"))
+        layer_norm_backward(b, p("norm1-gain"), g("norm1-gain"), g("norm1-shift"), lay.boundary(l),
+                            at("norm1-gradient"), sv("norm1-statistics"), at("norm1-input-gradient"))
+        add(b, current, other, at("norm1-input-gradient"), T * W)
+
+
+def backward(b: Builder) -> None:
+    """cgBackward: the loss, the logits' gradient, the output's backward, the
+    layers from the top, the embedding's ordered scatter."""
+    s, lay, c = b.config.shape, b.layout, b.constants
+    T, W, V = s.tokens, s.width, s.vocab
+    at = lay.at
+    loss_forward(b)
+    with b.phase(OUTPUT):
+        b.launch(image("cross-entropy-backward", rows=T, vocab=V),
+                 {"gradient": at("logits-gradient"), "logits": at("logits"), "loss": at("loss"),
+                  "correct": at("correct"), "targets": at("input-targets")},
+                 log2e=c.log2e, gradient_scale=c.loss_gradient_scale)
+    with b.phase(OUTPUT_GRADIENT):
+        cast_down(b, at("logits-gradient-half"), at("logits-gradient"), T * V)
+        tiled(b, "c", "c", V, W, T, lay.bank("gradients", "embedding"), at("logits-gradient-half"), at("final-half"))
+        tiled(b, "r", "c", T, W, V, at("final-gradient"), at("logits-gradient-half"), lay.half("embedding"))
+        layer_norm_backward(b, lay.bank("parameters", "final-gain"), lay.bank("gradients", "final-gain"),
+                            lay.bank("gradients", "final-shift"), lay.boundary(s.layers), at("final-gradient"),
+                            at("final-statistics"), at("residual-gradient"))
+    for from_top in range(s.layers):
+        layer_backward(b, s.layers - 1 - from_top, at("residual-gradient"), at("attention-residual-gradient"))
+    with b.phase(SCATTER):
+        b.launch(image("embedding-scatter", rows=T, width=W, vocab=V),
+                 {"gradient": lay.bank("gradients", "embedding"), "dy": at("residual-gradient"),
+                  "ids": at("input-ids")})
+
+
+def window(b: Builder, index: int) -> Where:
+    """cgWindow: window `index` of the loss block."""
+    return b.layout.at("result-diagnostics", index * 4 * b.config.shape.tokens)
+
+
+def update(b: Builder) -> None:
+    """cgUpdate: one update's shared part (the gradients are zero: the
+    initialization clears them and every AdamW clears each after its update)."""
+    forward(b)
+    backward(b)
+    with b.phase(DIAGNOSTICS):
+        copy(b, window(b, 1), b.layout.bank("gradients", "embedding"), b.config.shape.tokens)
+
+
+def adamw(b: Builder, step: int) -> None:
+    """cgAdamW: one launch over the whole bank, writing the half copies
+    beside each update and clearing the gradients."""
+    lay, c = b.layout, b.constants
+    with b.phase(ADAMW):
+        b.launch(image("adamw", elements=lay.parameter_bytes // 4, half=_half(b.config)),
+                 {"parameters": lay.at("parameters"), "gradients": lay.at("gradients"),
+                  "first_moments": lay.at("first-moments"), "second_moments": lay.at("second-moments"),
+                  "halves": lay.at("half-copies")},
+                 beta1=c.beta1, one_minus_beta1=c.one_minus_beta1, beta2=c.beta2, one_minus_beta2=c.one_minus_beta2,
+                 decay=c.decay, step_size=c.adam_step_size(b.config, step), epsilon=c.adam_epsilon(b.config, step))
+
+
+def final(b: Builder) -> None:
+    """cgFinal: the forward on the result, the final diagnostics, the report
+    kept aside."""
+    lay, T = b.layout, b.config.shape.tokens
+    forward(b)
+    with b.phase(DIAGNOSTICS):
+        for index, bank in ((1, "gradients"), (2, "parameters"), (3, "first-moments")):
+            copy(b, window(b, index), lay.bank(bank, "embedding"), T)
+        report_transfer(b, restore=False)
+
+
+def loss_record(b: Builder) -> None:
+    """cgLossRecord: window 0 to each update's slot of the loss record."""
+    lay, T = b.layout, b.config.shape.tokens
+    with b.phase(LOSS_RECORD):
+        for k in range(b.config.run.update_pieces):
+            with b.mark(f"loss-record-{k}"):
+                copy(b, lay.at("result-loss-record", k * 4 * T), window(b, 0), T)
+
+
+def launch_schedule(b: Builder) -> None:
+    """coppeliusLaunchSchedule, stretch by stretch (marked for the submissions)."""
+    run, first = b.config.run, b.config.learner.first_step
+    stretches = [("initialize", lambda: initialization(b)),
+                 ("default-save", lambda: checkpoint_transfer(b, False, "default-save")),
+                 ("load", lambda: checkpoint_transfer(b, True, "load")),
+                 ("recast", lambda: recast(b)),
+                 ("rotary", lambda: rotary_tables(b)),
+                 ("prediction", lambda: prediction(b)),
+                 ("update", lambda: update(b))]
+    stretches += [(f"adamw-{k}", lambda k=k: adamw(b, first + k)) for k in range(run.update_pieces)]
+    stretches += [("final", lambda: final(b)),
+                  ("save", lambda: checkpoint_transfer(b, False, "save")),
+                  ("restore", lambda: report_transfer(b, restore=True)),
+                  ("loss-record", lambda: loss_record(b))]
+    for name, build in stretches:
+        with b.mark(name):
+            build()

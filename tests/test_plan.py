@@ -1,0 +1,206 @@
+"""The plan derived from the configuration: held to the seed's structure."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import replace
+from math import ceil
+
+import pytest
+
+from planner.model.config import DEFAULT, Shape
+from planner.schedule import build_plan
+from planner.schedule.arena import BANK_ALIGNMENT, PARAMETER_ALIGNMENT, entries, seed_layout
+from planner.schedule.launches import MAXIMUM_ELEMENTS
+from tests.conftest import SMALL, seed_text
+
+# ---- the seed's own declarations, read from its text ----
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"\(|\)|[\w\"/.-]+", text)
+
+
+def _plane_list(tokens: list[str], i: int) -> tuple[list[str], int]:
+    """Parse `cgNoPlanes` or `(cgAnd X rest)`; return names and next index."""
+    if tokens[i] == "cgNoPlanes":
+        return [], i + 1
+    assert tokens[i] == "(" and tokens[i + 1] == "cgAnd", tokens[i:i + 3]
+    head = tokens[i + 2]
+    rest, j = _plane_list(tokens, i + 3)
+    assert tokens[j] == ")"
+    return [head] + rest, j + 1
+
+
+@pytest.fixture(scope="module")
+def seed():
+    text = seed_text("001")
+    residents = dict(re.findall(r'def (cgResident\w+) : \(family ArenaResident\) =\s*\(cgPlane\s+b"([\w-]+)"', text))
+    phase_names = dict(re.findall(r'def (cgPhase\w+) : Bytes =\s*b"([\w/-]+)"', text))
+    tokens = _tokens(text[text.index("def coppeliusDevicePhases"):text.index("def coppeliusDeviceHazardOf")])
+    phases = {}
+    for i, t in enumerate(tokens):
+        if t == "DeviceArenaPhaseValue":
+            fresh, j = _plane_list(tokens, i + 2)
+            carried, _ = _plane_list(tokens, j)
+            phases[phase_names[tokens[i + 1]]] = ([residents[x] for x in fresh], [residents[x] for x in carried])
+    gtokens = _tokens(text[text.index("def coppeliusDeviceGlobals"):text.index("def coppeliusDevicePhases")])
+    globals_, _ = _plane_list(gtokens, gtokens.index("cgAnd") - 1)
+    # `def cgA : Nat = cgB`: the seed's reuse of one item for another plane
+    aliases = dict(re.findall(r"def (cg\w+) : Nat =\s*\n?(cg\w+)\n", text))
+    addresses = dict(re.findall(r'def (cgResident\w+) : \(family ArenaResident\) =\s*\(cgPlane\s+b"[\w-]+"\s+(cg\w+)',
+                                text))
+    return {"phases": phases, "globals": [residents[g] for g in globals_], "aliases": aliases,
+            "addresses": {residents[k]: v for k, v in addresses.items()}}
+
+
+def test_phases_are_the_seeds(default_plan, seed):
+    ours = {p.name: (list(p.fresh), list(p.carried)) for p in default_plan.phases}
+    assert ours == seed["phases"]
+    assert list(default_plan.globals) == seed["globals"]
+
+
+def test_planes_reusing_an_item_share_its_address(default_plan, seed):
+    """Where the seed defines one plane's address as another's (cgScratch =
+    cgScores, cgGatedGradient = cgQkv, ...), the planes start together."""
+    def root(symbol: str) -> str:
+        while symbol in seed["aliases"]:
+            symbol = seed["aliases"][symbol]
+        return symbol
+
+    by_root: dict[str, set[int]] = {}
+    for name, symbol in seed["addresses"].items():
+        if name in default_plan.plane and default_plan.plane[name].window == "arena":
+            by_root.setdefault(root(symbol), set()).add(default_plan.plane[name].offset)
+    shared = {r: offs for r, offs in by_root.items() if len(offs) > 1}
+    assert not shared, f"planes the seed places together start apart: {shared}"
+    # and the reuse is real: several planes share an address
+    assert Counter(p.offset for p in default_plan.planes if p.window == "arena").most_common(1)[0][1] >= 5
+
+
+# ---- counts ----
+
+def test_parameter_count(default_plan):
+    assert default_plan.parameter_count() == 57_705_472
+
+
+def test_alignments(default_plan):
+    lay = seed_layout(DEFAULT)
+    assert all(e.offset % PARAMETER_ALIGNMENT == 0 for e in lay.entries)
+    for bank in ("parameters", "gradients", "first-moments", "second-moments", "half-copies", "boundaries",
+                 "saved-activations"):
+        assert default_plan.plane[bank].offset % BANK_ALIGNMENT == 0
+    for p in default_plan.planes:
+        assert p.offset % p.alignment == 0 and p.alignment in (0x100, 0x1000), p
+    assert lay.boundary_stride % BANK_ALIGNMENT == 0
+    assert all(off % BANK_ALIGNMENT == 0 for off in lay.saved_offsets.values())
+    assert lay.saved_layer_bytes % BANK_ALIGNMENT == 0
+
+
+def _pieces(total: int, chunk: int, bank: int, piece: int) -> list[int]:
+    """Copy launches per chunk: each chunk cut at bank ends, then in pieces."""
+    out = []
+    for start in range(0, total, chunk):
+        end = min(start + chunk, total)
+        cuts = sorted({start, end} | {b for b in range(0, total + 1, bank) if start < b < end})
+        out.append(sum(ceil((b - a) / piece) for a, b in zip(cuts, cuts[1:])))
+    return out
+
+
+def expected_counts(config) -> dict[str, int]:
+    """Launch counts from the seed's structure, derived independently."""
+    s, r = config.shape, config.run
+    L, rows = s.layers, len(r.prediction_rows)
+    lay = seed_layout(config)
+    elements = lay.parameter_bytes // 4
+    per_bank = ceil(elements / MAXIMUM_ELEMENTS)
+    forward = 1 + 13 * L + 4             # gather; 13 a layer; norm, cast, logits, last row
+    backward = 3 + 1 + 5 + 27 * L + 1    # loss; its gradient; output's gradient; 27 a layer; scatter
+    transfer = _pieces(3 * lay.parameter_bytes, r.staging_bytes, lay.parameter_bytes, r.copy_piece_bytes)
+    return {
+        "initialize": 4 * per_bank + (4 * L + 2) + (1 + 5 * L),   # draws and zeros; gains and shifts; recast
+        "recast": 1 + 5 * L, "rotary": s.head_width // 2, "prediction": forward + 2 * rows,
+        "update": forward + backward + 1, "final": forward + 3 + 2, "restore": 2,
+        "default-save": sum(transfer), "load": sum(transfer), "save": sum(transfer),
+        "loss-record": r.update_pieces, "chunks": len(transfer), "max-pieces": max(transfer),
+    }
+
+
+@pytest.mark.parametrize("config", [DEFAULT, SMALL], ids=["default", "small"])
+def test_launch_and_submission_counts(config):
+    plan = build_plan(config)
+    want = expected_counts(config)
+    stretches = plan.notes["stretches"]
+    for name in ("initialize", "recast", "rotary", "prediction", "update", "final", "restore", "default-save",
+                 "load", "save", "loss-record"):
+        assert stretches[name][1] == want[name], name
+    pieces = config.run.update_pieces
+    assert sum(stretches[f"adamw-{k}"][1] for k in range(pieces)) == pieces
+    assert len(plan.launches) == sum(c for _, c in stretches.values())
+    chunks = want["chunks"]
+    assert want["max-pieces"] <= config.run.transfer_pieces
+    # initialize; save and load per chunk; the prediction; each update; the
+    # final; every save chunk; the report put back
+    assert len(plan.submissions) == 1 + 2 * chunks + 1 + pieces + 1 + chunks + 1
+    per_phase = Counter(l.phase for l in plan.launches)
+    L = config.shape.layers
+    assert per_phase["coppelius/ffn-gate"] == 8 * L and per_phase["coppelius/qkv"] == 6 * L
+    assert per_phase["coppelius/head-layout"] == 5 * L and per_phase["coppelius/attention-head"] == 2 * L
+    assert per_phase["coppelius/layer"] == 13 * L * 3        # the prediction's, the update's, the final's
+    assert per_phase["coppelius/adamw"] == pieces
+
+
+def test_run_sample_is_the_seeds(default_plan):
+    """prefix; two steps; a checkpoint; two steps; final; checkpoint; restore."""
+    subs = [s.submission for s in default_plan.run if s.kind == "submit"]
+    n = len(default_plan.submissions)
+    chunks = (n - 4 - DEFAULT.run.update_pieces) // 3
+    prefix = list(range(0, 2 * chunks + 2))
+    updates = list(range(2 * chunks + 2, 2 * chunks + 2 + DEFAULT.run.update_pieces))
+    final = updates[-1] + 1
+    gather = list(range(final + 1, final + 1 + chunks))
+    assert subs == prefix + updates * 2 + gather + updates * 2 + [final] + gather + [n - 1]
+    # every submit waits on the one before it; the host waits before touching staging
+    positions = [i for i, s in enumerate(default_plan.run) if s.kind == "submit"]
+    for before, at in zip(positions, positions[1:]):
+        assert default_plan.run[at].after == (before,)
+    for i, s in enumerate(default_plan.run):
+        if s.kind in ("read", "write"):
+            last = max(p for p in positions if p < i)
+            assert any(t.kind == "wait" and t.after == (last,) for t in default_plan.run[last:i])
+
+
+# ---- other shapes ----
+
+OTHER_SHAPES = [
+    Shape(layers=2, width=256, heads=4, kv_heads=4, ffn=512, vocab=512, seq=256, batch=4),
+    Shape(layers=2, width=256, heads=4, kv_heads=2, ffn=768, vocab=50304, seq=256, batch=4),
+    Shape(layers=4, width=512, heads=8, kv_heads=8, ffn=1408, vocab=12288, seq=1024, batch=8),
+]
+
+
+@pytest.mark.parametrize("shape", OTHER_SHAPES, ids=["small", "gpt2-vocab-gqa", "batch8"])
+def test_other_shapes_are_consistent(shape):
+    """Consistent: the plan is well formed (every slot matches its image,
+    every access is its manifest's), every access lies in its window, the
+    counts follow the seed's structure, the parameter count is the shape's,
+    and every pointer lies in a named plane."""
+    config = replace(DEFAULT, shape=shape)
+    plan = build_plan(config)
+    from planner.schedule.plan import check_consistent
+    check_consistent(plan)
+    for l in plan.launches:
+        for a in l.accesses:
+            assert 0 <= a.start < a.stop <= plan.window[a.window].bytes, (l.index, a)
+    s = shape
+    per_layer = 2 * s.width + s.qkv_width * s.width + s.width * s.width + 2 * s.width + 3 * s.ffn * s.width
+    assert plan.parameter_count() == s.vocab * s.width + s.layers * per_layer + 2 * s.width
+    assert sum(e.elements for e in entries(config)) == plan.parameter_count()
+    want = expected_counts(config)
+    assert plan.notes["stretches"]["update"][1] == want["update"]
+    planes = [p for p in plan.planes]
+    for l in plan.launches:
+        for a in l.accesses:
+            assert any(p.window == a.window and p.offset <= a.start and a.stop <= p.stop for p in planes), \
+                (l.index, l.image, a)

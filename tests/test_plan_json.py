@@ -1,0 +1,132 @@
+"""The plan file: a documented, versioned schema; byte-identical round trips;
+untrusted input refused with the JSON path of what is wrong."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import lru_cache
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from planner.cli import main
+from planner.schedule.plan import PlanError, dumps, from_json, loads, to_json
+
+
+def test_round_trip_is_byte_identical(small_plan):
+    text = dumps(small_plan)
+    again = loads(text)
+    assert again == small_plan and dumps(again) == text and again.digest == small_plan.digest
+
+
+def test_cli_round_trip(tmp_path, capsys, monkeypatch):
+    import io
+    assert main(["plan", "--json"]) == 0
+    text = capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    assert main(["plan", "--load", "-", "--json"]) == 0
+    assert capsys.readouterr().out == text
+    assert main(["plan"]) == 0
+    out = capsys.readouterr().out
+    assert "parameters: 57,705,472" in out and "coppelius/attention-head" in out
+
+
+@pytest.fixture(scope="module")
+def small_json(small_plan):
+    return to_json(small_plan)
+
+
+def _refused(data, path_prefix: str) -> PlanError:
+    with pytest.raises(PlanError) as info:
+        from_json(data)
+    assert info.value.path.startswith(path_prefix), info.value
+    return info.value
+
+
+def test_unknown_image_family_is_refused(small_json):
+    data = copy.deepcopy(small_json)
+    data["images"][0]["family"] = "os-system"
+    _refused(data, "$.images[0]")
+
+
+def test_image_that_differs_from_its_manifest_is_refused(small_json):
+    data = copy.deepcopy(small_json)
+    data["images"][0]["arguments"][0]["access"] = "read"
+    assert "manifest" in str(_refused(data, "$.images[0]"))
+
+
+def test_stated_accesses_must_be_the_manifests(small_json):
+    data = copy.deepcopy(small_json)
+    data["launches"][5]["accesses"][0]["stop"] -= 4
+    _refused(data, "$.launches[5].accesses")
+
+
+def test_sizes_are_bounded_before_arithmetic(small_json):
+    data = copy.deepcopy(small_json)
+    data["planes"][0]["bytes"] = 10 ** 400
+    _refused(data, "$.planes[0].bytes")
+    data = copy.deepcopy(small_json)
+    data["launches"][0]["grid"] = [1, 1, 1, 1]
+    _refused(data, "$.launches[0].grid")
+
+
+def test_truncated_and_malformed_text():
+    for text in ("", "{", "[1, 2", '{"schema": "planner-plan/1"}', "null", "[" * 100000):
+        with pytest.raises(PlanError):
+            loads(text)
+
+
+def _paths(data, prefix=()):
+    yield prefix
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(data, list):
+        for i, v in enumerate(data[:3]):
+            yield from _paths(v, prefix + (i,))
+
+
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.text(max_size=5),
+                 st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@lru_cache(maxsize=1)
+def fuzz_base() -> dict:
+    """A plan small enough to fuzz quickly: one layer, one sequence."""
+    from dataclasses import replace
+    from planner.model.config import Shape
+    from planner.schedule import build_plan
+    from tests.conftest import SMALL
+    return to_json(build_plan(replace(SMALL, shape=replace(SMALL.shape, layers=1, batch=1))))
+
+
+@given(data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_fuzzed_plans_never_crash(data):
+    """Replace or delete any value: the reader refuses with a PlanError (or
+    accepts an equivalent plan), never another exception."""
+    doc = copy.deepcopy(fuzz_base())
+    paths = [p for p in _paths(doc) if p]
+    path = data.draw(st.sampled_from(paths))
+    parent = doc
+    for k in path[:-1]:
+        parent = parent[k]
+    if data.draw(st.booleans()):
+        parent[path[-1]] = data.draw(JUNK)
+    elif isinstance(parent, dict):
+        del parent[path[-1]]
+    else:
+        parent.pop(path[-1])
+    try:
+        from_json(doc)
+    except PlanError:
+        pass
+
+
+@given(cut=st.integers(0, 10 ** 9))
+@settings(max_examples=40, deadline=None)
+def test_truncations_never_crash(cut):
+    text = json.dumps(fuzz_base())
+    with pytest.raises(PlanError):
+        loads(text[:cut % (len(text) - 1)])
