@@ -1,0 +1,99 @@
+// Causal attention, forward, as a streaming normalised sum (flash attention):
+// a block per (64 queries, query head h, batch b), K/V head g = h / GROUP.
+// Each warp keeps its 16 queries' fragments in registers and, for every
+// 64-key tile up to the diagonal one, forms the scores with the tensor cores
+// in base 2 (t = q.k stream_scale, stream_scale = log2(e) / sqrt(64)), folds
+// them into a running row maximum m, sum l and weighted sum O (a new maximum
+// m' scales the old l and O by 2^(m - m')), and adds the tile's P V with P
+// rounded to the half format. The key tile and the value tile (from V^T,
+// [b][g][64][SEQ]) are double-buffered in shared memory, the next pair copied
+// while the current one is used.
+//
+// out[b SEQ + s][h 64 + d] = O / l in the half format (token-major, heads side
+// by side); log_sum_exp[b][h][s] = m + log2 l, base 2, which the backward
+// recomputes the probabilities from.
+#include "attention.cuh"
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v_t, HALF* __restrict__ out,
+      float* __restrict__ log_sum_exp, float stream_scale) {
+  __shared__ __align__(128) HALF keys[2][TILE_HALVES], values[2][TILE_HALVES];
+  // the heaviest query tiles first, so the short ones fill the last wave
+  const int tile = TILES - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / GROUP;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const HALF* key_plane = k + static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
+  const HALF* value_plane = v_t + static_cast<size_t>(b * KV_HEADS + g) * HEAD * SEQ;
+
+  auto copy_pair = [&](int j) {
+    copy_tile(keys[j & 1], key_plane + static_cast<size_t>(j) * TILE * HEAD, HEAD);
+    copy_tile(values[j & 1], value_plane + j * TILE, SEQ);
+    copy_commit();
+  };
+  copy_pair(0);
+
+  const int row0 = tile * TILE + 16 * warp;  // the warp's first query
+  unsigned fq[4][4];
+  load_rows(fq, q + static_cast<size_t>(b * HEADS + h) * SEQ * HEAD, row0);
+
+  // this thread's rows: row0 + lane / 4 (half 0) and 8 below (half 1)
+  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)}, l[2] = {0.0f, 0.0f};
+  float o[8][4];
+  clear(o);
+
+  for (int j = 0; j <= tile; ++j) {
+    // tile j has landed and every warp is done with tile j - 1, whose buffers
+    // the copy of tile j + 1 (overlapping this tile's work) takes
+    copy_wait<0>();
+    __syncthreads();
+    if (j < tile) copy_pair(j + 1);
+
+    float s[8][4];
+    clear(s);
+    multiply_rows(s, fq, keys[j & 1]);
+
+    // scale to base 2; on the diagonal tile mask the keys after the query
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = 8 * n + 2 * (lane & 3) + (e & 1), query = 16 * warp + (lane >> 2) + 8 * (e >> 1);
+        s[n][e] = (j == tile && key > query) ? -__int_as_float(0x7f800000) : s[n][e] * stream_scale;
+      }
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
+      float top = m[half_row];
+#pragma unroll
+      for (int n = 0; n < 8; ++n) top = fmaxf(top, fmaxf(s[n][2 * half_row], s[n][2 * half_row + 1]));
+      top = quad_max(top);  // finite: every row sees key 0 in the first tile
+      const float rescale = fast_exp2(m[half_row] - top);
+      m[half_row] = top;
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 2 * half_row; e < 2 * half_row + 2; ++e) {
+          s[n][e] = fast_exp2(s[n][e] - top);
+          sum += s[n][e];
+          o[n][e] *= rescale;
+        }
+      l[half_row] = l[half_row] * rescale + sum;  // this lane's part of the row sum
+    }
+
+    unsigned fp[4][4];
+    to_fragments(fp, s);
+    multiply_rows(o, fp, values[j & 1]);
+  }
+
+  const int s0 = row0 + (lane >> 2);
+#pragma unroll
+  for (int half_row = 0; half_row < 2; ++half_row) {
+    const float total = quad_sum(l[half_row]), inverse = 1.0f / total;
+    const int s = s0 + 8 * half_row;
+    HALF* to = out + (static_cast<size_t>(b) * SEQ + s) * HEADS * HEAD + h * HEAD + 2 * (lane & 3);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+      *reinterpret_cast<unsigned*>(to + 8 * n) =
+          pack_halves(o[n][2 * half_row] * inverse, o[n][2 * half_row + 1] * inverse);
+    if ((lane & 3) == 0) log_sum_exp[static_cast<size_t>(b * HEADS + h) * SEQ + s] = m[half_row] + __log2f(total);
+  }
+}

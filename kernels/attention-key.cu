@@ -1,0 +1,100 @@
+// Causal attention, backward, the key launch: a block per (64 keys, K/V head g,
+// batch b), no atomics. Each warp keeps its 16 keys' K and V rows as A
+// fragments and walks, in a fixed order, the group's query heads and, for
+// each, the query tiles from the key tile's (the diagonal, masked) to the last:
+//   S^T = K Q^T, dP^T = V dO^T, P^T = 2^(S^T stream_scale - L),
+//   dS^T = P^T (dP^T - D), d_v += P^T dO, d_k += dS^T Q,
+// L the forward's base-2 log-sum-exp and D the query launch's row terms.
+// The query and d_out tiles ([b][h][s][64], half) and their L and D are
+// double-buffered in shared memory; each tile serves both as rows (S^T, dP^T)
+// and as columns (d_v, d_k), so q_t and d_out_t are not read. d_k = score_scale
+// (the sum) and d_v are [b][g][s][64] binary32.
+#include "attention.cuh"
+
+struct Stage {
+  HALF queries[TILE_HALVES], gradients[TILE_HALVES];
+  float lse[TILE], d[TILE];
+};
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v,
+      const HALF* __restrict__ d_out, const HALF* __restrict__ q_t, const HALF* __restrict__ d_out_t,
+      const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms, float* __restrict__ d_k,
+      float* __restrict__ d_v, float stream_scale, float score_scale) {
+  __shared__ __align__(128) Stage stages[2];
+  const int tile = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int query_tiles = TILES - tile, steps = GROUP * query_tiles;
+
+  // step i: query head g GROUP + i / query_tiles, query tile tile + i % query_tiles
+  auto copy_step = [&](int i) {
+    Stage& stage = stages[i & 1];
+    const int h = g * GROUP + i / query_tiles, s = (tile + i % query_tiles) * TILE;
+    const size_t rows = static_cast<size_t>(b * HEADS + h) * SEQ + s;
+    copy_tile(stage.queries, q + rows * HEAD, HEAD);
+    copy_tile(stage.gradients, d_out + rows * HEAD, HEAD);
+    if (threadIdx.x < TILE / 4) {
+      copy_async(stage.lse + 4 * threadIdx.x, log_sum_exp + rows + 4 * threadIdx.x);
+    } else if (threadIdx.x < TILE / 2) {
+      copy_async(stage.d + 4 * (threadIdx.x - TILE / 4), row_terms + rows + 4 * (threadIdx.x - TILE / 4));
+    }
+    copy_commit();
+  };
+  copy_step(0);
+
+  const size_t kv_plane = static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
+  const int row0 = tile * TILE + 16 * warp;  // the warp's first key
+  unsigned fk[4][4], fv[4][4];
+  load_rows(fk, k + kv_plane, row0);
+  load_rows(fv, v + kv_plane, row0);
+
+  float dk[8][4], dv[8][4];
+  clear(dk);
+  clear(dv);
+  for (int i = 0; i < steps; ++i) {
+    // step i's tiles have landed and every warp is done with step i - 1's,
+    // whose buffers the copy of step i + 1 (overlapping this step's work) takes
+    copy_wait<0>();
+    __syncthreads();
+    if (i + 1 < steps) copy_step(i + 1);
+    const Stage& stage = stages[i & 1];
+    const bool diagonal = i % query_tiles == 0;
+
+    float s[8][4], dp[8][4];
+    clear(s);
+    clear(dp);
+    multiply_rows(s, fk, stage.queries);     // S^T = K Q^T
+    multiply_rows(dp, fv, stage.gradients);  // dP^T = V dO^T
+    // element (key 16 warp + lane / 4 + 8 (e / 2), query 8 n + 2 (lane % 4) + e % 2)
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const int query = 8 * n + 2 * (lane & 3);
+      const float2 lse = *reinterpret_cast<const float2*>(stage.lse + query);
+      const float2 d = *reinterpret_cast<const float2*>(stage.d + query);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = 16 * warp + (lane >> 2) + 8 * (e >> 1);
+        const bool masked = diagonal && query + (e & 1) < key;
+        const float p = masked ? 0.0f : fast_exp2(s[n][e] * stream_scale - ((e & 1) ? lse.y : lse.x));
+        s[n][e] = p;                                  // P^T
+        dp[n][e] = p * (dp[n][e] - ((e & 1) ? d.y : d.x));  // dS^T
+      }
+    }
+    unsigned fp[4][4], fds[4][4];
+    to_fragments(fp, s);
+    to_fragments(fds, dp);
+    multiply_columns(dv, fp, stage.gradients);  // dV += P^T dO
+    multiply_columns(dk, fds, stage.queries);   // dK += dS^T Q
+  }
+
+  const size_t at = kv_plane + static_cast<size_t>(row0 + (lane >> 2)) * HEAD + 2 * (lane & 3);
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
+      const size_t e = at + 8 * half_row * HEAD + 8 * n;
+      *reinterpret_cast<float2*>(d_k + e) =
+          make_float2(dk[n][2 * half_row] * score_scale, dk[n][2 * half_row + 1] * score_scale);
+      *reinterpret_cast<float2*>(d_v + e) = make_float2(dv[n][2 * half_row], dv[n][2 * half_row + 1]);
+    }
+}

@@ -1,0 +1,91 @@
+// Causal attention, backward, the query launch: a block per (64 queries, query
+// head h, batch b), K/V head g = h / GROUP, no atomics. With the forward's
+// base-2 log-sum-exp L, P = 2^(q.k stream_scale - L) is recomputed tile by
+// tile; the row term D = sum_d d_out O (O the forward's output, read from the
+// token-major `out`) is formed first and written for the key launch; then
+// dP = d_out V^T, dS = P (dP - D) and d_q = score_scale dS K, accumulated in
+// registers over the key tiles up to the diagonal in increasing order. The key
+// and value tiles ([b][g][s][64], half) are double-buffered in shared memory;
+// K serves both S = Q K^T (its rows) and dQ = dS K (its columns), so k_t is
+// not read. d_q is [b][h][s][64] binary32, row_terms [b][h][s].
+#include "attention.cuh"
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v,
+      const HALF* __restrict__ k_t, const HALF* __restrict__ d_out, const HALF* __restrict__ out,
+      const float* __restrict__ log_sum_exp, float* __restrict__ d_q, float* __restrict__ row_terms,
+      float stream_scale, float score_scale) {
+  __shared__ __align__(128) HALF keys[2][TILE_HALVES], values[2][TILE_HALVES];
+  const int tile = TILES - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / GROUP;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const size_t kv_plane = static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
+  const size_t q_plane = static_cast<size_t>(b * HEADS + h) * SEQ * HEAD;
+
+  auto copy_pair = [&](int j) {
+    copy_tile(keys[j & 1], k + kv_plane + static_cast<size_t>(j) * TILE * HEAD, HEAD);
+    copy_tile(values[j & 1], v + kv_plane + static_cast<size_t>(j) * TILE * HEAD, HEAD);
+    copy_commit();
+  };
+  copy_pair(0);
+
+  const int row0 = tile * TILE + 16 * warp, s0 = row0 + (lane >> 2);
+  unsigned fq[4][4], fdo[4][4];
+  load_rows(fq, q + q_plane, row0);
+  load_rows(fdo, d_out + q_plane, row0);
+
+  // D for this thread's rows, from the d_out fragments and O at the same
+  // places: register r of slice kk holds row s0 + 8 (r % 2), columns
+  // 16 kk + 8 (r / 2) + 2 (lane % 4) + 0, 1
+  float lse[2], d[2];
+#pragma unroll
+  for (int half_row = 0; half_row < 2; ++half_row) {
+    const HALF* o_row = out + (static_cast<size_t>(b) * SEQ + s0 + 8 * half_row) * HEADS * HEAD + h * HEAD;
+    float sum = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int r = half_row; r < 4; r += 2) {
+        const unsigned o_pair = *reinterpret_cast<const unsigned*>(o_row + 16 * kk + 8 * (r >> 1) + 2 * (lane & 3));
+        sum += low_float(fdo[kk][r]) * low_float(o_pair) + high_float(fdo[kk][r]) * high_float(o_pair);
+      }
+    d[half_row] = quad_sum(sum);
+    const size_t at = static_cast<size_t>(b * HEADS + h) * SEQ + s0 + 8 * half_row;
+    lse[half_row] = log_sum_exp[at];
+    if ((lane & 3) == 0) row_terms[at] = d[half_row];
+  }
+
+  float dq[8][4];
+  clear(dq);
+  for (int j = 0; j <= tile; ++j) {
+    // tile j has landed and every warp is done with tile j - 1, whose buffers
+    // the copy of tile j + 1 (overlapping this tile's work) takes
+    copy_wait<0>();
+    __syncthreads();
+    if (j < tile) copy_pair(j + 1);
+
+    float s[8][4], dp[8][4];
+    clear(s);
+    clear(dp);
+    multiply_rows(s, fq, keys[j & 1]);     // S = Q K^T
+    multiply_rows(dp, fdo, values[j & 1]);  // dP = dO V^T
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = 8 * n + 2 * (lane & 3) + (e & 1), query = 16 * warp + (lane >> 2) + 8 * (e >> 1);
+        const float p = (j == tile && key > query) ? 0.0f : fast_exp2(s[n][e] * stream_scale - lse[e >> 1]);
+        s[n][e] = p * (dp[n][e] - d[e >> 1]);  // dS
+      }
+    unsigned fds[4][4];
+    to_fragments(fds, s);
+    multiply_columns(dq, fds, keys[j & 1]);  // dQ += dS K
+  }
+
+  float* to = d_q + q_plane + static_cast<size_t>(s0) * HEAD + 2 * (lane & 3);
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row)
+      *reinterpret_cast<float2*>(to + 8 * half_row * HEAD + 8 * n) =
+          make_float2(dq[n][2 * half_row] * score_scale, dq[n][2 * half_row + 1] * score_scale);
+}

@@ -1,0 +1,110 @@
+// What the three streaming attention images share: the geometry, the 64 x 64
+// half tiles they stage in shared memory, and the fragment moves between
+// tiles, registers and the tensor cores.
+//
+// A block of four warps; in the query-major images (forward, query) a block
+// takes 64 queries of one head and each warp 16 of them, in the key image 64
+// keys of one K/V head and each warp 16 keys. Every 64 x 64 operand tile
+// (64 rows of 64 halves, 128 bytes) is copied with cp.async into shared
+// memory, its 16-byte chunks XOR-swizzled by the row (chunk ^ row % 8) so that
+// both ldmatrix and ldmatrix.trans read it without bank conflicts.
+#pragma once
+#include "common.cuh"
+
+constexpr int THREADS = 128;
+static_assert(BLOCK == THREADS, "four warps of 16 rows");
+constexpr int TILE = 64;           // queries or keys a block takes, and a tile's rows
+constexpr int HEAD = 64;           // a head's columns
+constexpr int GROUP = HEADS / KV_HEADS;  // query heads a K/V head serves
+constexpr int TILES = SEQ / TILE;
+constexpr int TILE_HALVES = TILE * HEAD;
+static_assert(SEQ % TILE == 0 && HEADS % KV_HEADS == 0, "whole tiles and whole groups");
+
+// the swizzled place of (row, column) in a tile, in halves
+__device__ __forceinline__ int place(int row, int column) {
+  return row * HEAD + ((((column >> 3) ^ row) & 7) << 3) + (column & 7);
+}
+
+// rows [0, 64) of a tile whose rows lie `stride` halves apart in global memory
+__device__ __forceinline__ void copy_tile(HALF* tile, const HALF* from, size_t stride) {
+#pragma unroll
+  for (int i = 0; i < TILE_HALVES / 8 / THREADS; ++i) {
+    const int chunk = threadIdx.x + i * THREADS, row = chunk / 8, column = (chunk % 8) * 8;
+    copy_async(tile + place(row, column), from + row * stride + column);
+  }
+}
+
+// A fragments (16 rows x 64 columns: four k-slices) of rows [row0, row0 + 16)
+// of a [rows][64] half plane in global memory, read directly
+__device__ __forceinline__ void load_rows(unsigned (&a)[4][4], const HALF* plane, int row0) {
+  const int lane = threadIdx.x & 31;
+  const HALF* p = plane + static_cast<size_t>(row0 + (lane >> 2)) * HEAD + 2 * (lane & 3);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    a[k][0] = *reinterpret_cast<const unsigned*>(p + 16 * k);
+    a[k][1] = *reinterpret_cast<const unsigned*>(p + 8 * HEAD + 16 * k);
+    a[k][2] = *reinterpret_cast<const unsigned*>(p + 16 * k + 8);
+    a[k][3] = *reinterpret_cast<const unsigned*>(p + 8 * HEAD + 16 * k + 8);
+  }
+}
+
+// acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile's rows as columns:
+// acc = A T^T, T [64 n][64 k] (ldmatrix: the tile's rows are B's columns)
+__device__ __forceinline__ void multiply_rows(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
+  const int lane = threadIdx.x & 31, matrix = lane >> 3;
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      unsigned b[4];
+      load_matrices(b, tile + place(16 * n + (lane & 7) + (matrix >> 1) * 8, 16 * k + (matrix & 1) * 8));
+      mma_16816(acc[2 * n], a[k], b[0], b[1]);
+      mma_16816(acc[2 * n + 1], a[k], b[2], b[3]);
+    }
+}
+
+// acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile: acc = A T, T [64 k][64 n]
+// (ldmatrix.trans)
+__device__ __forceinline__ void multiply_columns(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
+  const int lane = threadIdx.x & 31, matrix = lane >> 3;
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      unsigned b[4];
+      load_matrices_transposed(b, tile + place(16 * k + (lane & 7) + (matrix & 1) * 8, 16 * n + (matrix >> 1) * 8));
+      mma_16816(acc[2 * n], a[k], b[0], b[1]);
+      mma_16816(acc[2 * n + 1], a[k], b[2], b[3]);
+    }
+}
+
+// an accumulator (16 x 64 binary32) as A fragments in the half format: the
+// element layouts of mma's C and A agree, so each thread packs its own values
+__device__ __forceinline__ void to_fragments(unsigned (&a)[4][4], const float (&acc)[8][4]) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    a[k][0] = pack_halves(acc[2 * k][0], acc[2 * k][1]);
+    a[k][1] = pack_halves(acc[2 * k][2], acc[2 * k][3]);
+    a[k][2] = pack_halves(acc[2 * k + 1][0], acc[2 * k + 1][1]);
+    a[k][3] = pack_halves(acc[2 * k + 1][2], acc[2 * k + 1][3]);
+  }
+}
+
+__device__ __forceinline__ void clear(float (&acc)[8][4]) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+}
+
+// the sum of a row's values across the quad of lanes that holds it (every lane
+// of the quad gets the same bits)
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}

@@ -1,0 +1,138 @@
+// What every image shares: the half format, fixed-order reductions, and the
+// warp-level primitives of the tensor-core images (cp.async, ldmatrix, mma).
+//
+// NVRTC compiles with an empty header search path, so the half formats are
+// carried as 16-bit words and converted with PTX. The prelude the compiler
+// generates ahead of this header sets HALF_BFLOAT16 when the image names a
+// half format, and the image's constants.
+#pragma once
+
+typedef unsigned short HALF;
+
+#if defined(HALF_BFLOAT16)
+#if HALF_BFLOAT16
+__device__ __forceinline__ HALF to_half(float x) {
+  HALF h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+}
+__device__ __forceinline__ float to_float(HALF h) { return __uint_as_float(static_cast<unsigned>(h) << 16); }
+// {lo, hi} rounded to nearest, lo in the low 16 bits (the element at the lower address)
+__device__ __forceinline__ unsigned pack_halves(float lo, float hi) {
+  unsigned d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+#define MMA_HALF "bf16"
+#else
+__device__ __forceinline__ HALF to_half(float x) {
+  HALF h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+}
+__device__ __forceinline__ float to_float(HALF h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ unsigned pack_halves(float lo, float hi) {
+  unsigned d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+#define MMA_HALF "f16"
+#endif
+
+__device__ __forceinline__ float low_float(unsigned pair) { return to_float(static_cast<HALF>(pair & 0xffffu)); }
+__device__ __forceinline__ float high_float(unsigned pair) { return to_float(static_cast<HALF>(pair >> 16)); }
+
+// d += a b on the tensor cores: a 16 x 16 (row), b 16 x 8 (column), d 16 x 8 binary32
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32." MMA_HALF "." MMA_HALF ".f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+
+// ---- fixed-order reductions (every run adds in the same order) ----
+
+// A butterfly: at each step a lane and its partner add the same two values,
+// so every lane ends with the same bits.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// The block's sum, the warps' sums added in warp order; every thread gets it.
+// `scratch` holds one word per warp; it is free again when this returns.
+template <int WARPS>
+__device__ __forceinline__ float block_sum(float v, float (&scratch)[WARPS]) {
+  v = warp_sum(v);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float total = scratch[0];
+#pragma unroll
+  for (int w = 1; w < WARPS; ++w) total += scratch[w];
+  __syncthreads();
+  return total;
+}
+
+template <int WARPS>
+__device__ __forceinline__ float block_max(float v, float (&scratch)[WARPS]) {
+  v = warp_max(v);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float total = scratch[0];
+#pragma unroll
+  for (int w = 1; w < WARPS; ++w) total = fmaxf(total, scratch[w]);
+  __syncthreads();
+  return total;
+}
+
+// ---- asynchronous copies and matrix fragments ----
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, bypassing L1
+__device__ __forceinline__ void copy_async(void* shared, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(shared)), "l"(global));
+}
+
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;"); }
+
+// wait until at most `PENDING` committed groups are still in flight
+template <int PENDING>
+__device__ __forceinline__ void copy_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(PENDING));
+}
+
+// four 8 x 8 matrices of 16-bit words; lane l names row l % 8 of matrix l / 8
+__device__ __forceinline__ void load_matrices(unsigned (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+
+__device__ __forceinline__ void load_matrices_transposed(unsigned (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+
+// 2^x on the special-function unit (about 2 ulp)
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}

@@ -1,0 +1,26 @@
+// The queries and keys of one token (a block per token t = b SEQ + s), rotated
+// and laid out by head: qkv is [T][(HEADS + 2 KV_HEADS) 64] binary32, the query
+// heads, then the key heads, then the value heads. Columns i and i + 32 of a
+// head (i < 32) turn by the angle of rotary column i at position s:
+//   out_i = x_i cos - x_{i+32} sin,  out_{i+32} = x_{i+32} cos + x_i sin,
+// cos = cosine[i SEQ + s], sin = sine[i SEQ + s]. queries[b][h][s][64] and
+// keys[b][g][s][64] are in the half format.
+#include "common.cuh"
+
+constexpr int QKV = (HEADS + 2 * KV_HEADS) * 64;
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+image(HALF* __restrict__ queries, HALF* __restrict__ keys, const float* __restrict__ qkv,
+      const float* __restrict__ cosine, const float* __restrict__ sine) {
+  const int t = blockIdx.x, b = t / SEQ, s = t % SEQ;
+  const float* x = qkv + static_cast<size_t>(t) * QKV;
+  for (int pair = threadIdx.x; pair < (HEADS + KV_HEADS) * 32; pair += BLOCK) {
+    const int head = pair / 32, i = pair % 32;
+    const float c = cosine[i * SEQ + s], v = sine[i * SEQ + s];
+    const float x0 = x[head * 64 + i], x1 = x[head * 64 + i + 32];
+    HALF* to = head < HEADS ? queries + (static_cast<size_t>(b * HEADS + head) * SEQ + s) * 64
+                            : keys + (static_cast<size_t>(b * KV_HEADS + head - HEADS) * SEQ + s) * 64;
+    to[i] = to_half(x0 * c - x1 * v);
+    to[i + 32] = to_half(x1 * c + x0 * v);
+  }
+}

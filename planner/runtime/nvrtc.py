@@ -1,0 +1,161 @@
+"""Device images compiled to cubins through NVRTC, with a cache on disk.
+
+An image's CUDA source is a generated prelude (its constants) followed by its
+family's `kernels/<source>.cu`, which includes the `kernels/*.cuh` headers
+(NVRTC is handed all of them; it has no search path). The cubin is cached
+under the SHA-256 of everything that decides it: the source, the headers, the
+options, the architecture and the NVRTC version.
+
+`cuda.bindings` is imported inside the functions that need it, so importing
+planner never needs CUDA.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from planner.kernels.manifest import FAMILIES, Image
+
+# The streaming attention rounds its probabilities to the half format for the
+# tensor cores, so approximate exponentials, logarithms and reciprocals cost it
+# nothing; every other family keeps IEEE division, square root and the
+# accurate transcendental functions (the references hold them to ~1e-6).
+FAST_MATH = frozenset({"attention-forward", "attention-query", "attention-key"})
+HALF_FORMATS = {"binary16": 0, "bfloat16": 1}
+LAYOUTS = {"r": "false", "c": "true"}  # 'c': the operand is stored K-major (A^T or B)
+CACHE_VARIABLE = "PLANNER_CACHE"
+_INT32_MAX = 2**31 - 1
+
+
+class CompileError(RuntimeError):
+    """NVRTC refused an image; the message carries its log."""
+
+
+def _macro(word: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "_", word).upper()
+
+
+def prelude(img: Image) -> str:
+    """The image's constants as C++: integers as `constexpr int`, the half
+    format as the macro HALF_BFLOAT16, the operand layouts as `constexpr bool`
+    A_COLUMNS / B_COLUMNS; BLOCK, the manifest's block; and
+    IMAGE_FAMILY_<FAMILY> (a source several families share picks its
+    parameter list by it)."""
+    lines = [f"// image {img.name} of family {img.family}", f"#define IMAGE_FAMILY_{_macro(img.family)} 1",
+             f"constexpr int BLOCK = {img.block};"]
+    for name, value in img.constants:
+        if name == "half":
+            if value not in HALF_FORMATS:
+                raise CompileError(f"image {img.name}: half format {value!r} is not one of {sorted(HALF_FORMATS)}")
+            lines.append(f"#define HALF_BFLOAT16 {HALF_FORMATS[value]}")
+        elif name in ("a_layout", "b_layout"):
+            if value not in LAYOUTS:
+                raise CompileError(f"image {img.name}: {name} {value!r} is not one of {sorted(LAYOUTS)}")
+            lines.append(f"constexpr bool {name[0].upper()}_COLUMNS = {LAYOUTS[value]};")
+        elif isinstance(value, int) and 0 <= value <= _INT32_MAX:
+            lines.append(f"constexpr int {_macro(name)} = {value};")
+        else:
+            raise CompileError(f"image {img.name}: constant {name} = {value!r} is no 32-bit integer the source takes")
+    return "\n".join(lines) + "\n"
+
+
+def _kernel_text(file: str) -> str:
+    return resources.files("planner.kernels").joinpath(file).read_text(encoding="utf-8")
+
+
+@cache
+def headers() -> tuple[tuple[str, str], ...]:
+    """(name, text) of every header the kernels may include."""
+    names = sorted(f.name for f in resources.files("planner.kernels").iterdir() if f.name.endswith(".cuh"))
+    return tuple((name, _kernel_text(name)) for name in names)
+
+
+def source(img: Image) -> str:
+    """The complete translation unit of an image (the header aside)."""
+    file = FAMILIES[img.family].source_file
+    return prelude(img) + f'#line 1 "{file}"\n' + _kernel_text(file)
+
+
+def options(img: Image, arch: str) -> list[str]:
+    if not re.fullmatch(r"sm_\d{2,3}", arch):
+        raise ValueError(f"architecture {arch!r} is not of the form sm_XX")
+    out = [f"-arch={arch}", "-std=c++17", "-default-device", f"--maxrregcount={img.registers}"]
+    if img.family in FAST_MATH:
+        out.append("--use_fast_math")
+    return out
+
+
+@cache
+def nvrtc_version() -> tuple[int, int]:
+    from cuda.bindings import nvrtc
+
+    return tuple(_checked("nvrtcVersion", *nvrtc.nvrtcVersion()))
+
+
+def cache_directory() -> Path:
+    """$PLANNER_CACHE, else planner/ under $XDG_CACHE_HOME or ~/.cache."""
+    if os.environ.get(CACHE_VARIABLE):
+        return Path(os.environ[CACHE_VARIABLE])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "planner"
+
+
+def cache_key(img: Image, arch: str) -> str:
+    digest = hashlib.sha256()
+    parts = [source(img), *(name + "\0" + text for name, text in headers())]
+    for part in (*parts, "\0".join(options(img, arch)), arch, repr(nvrtc_version())):
+        digest.update(part.encode())
+        digest.update(b"\0\1")
+    return digest.hexdigest()
+
+
+def compile_image(img: Image, arch: str) -> bytes:
+    """The image's cubin for `arch` (e.g. "sm_90"), from the cache when present."""
+    path = cache_directory() / "cubin" / f"{cache_key(img, arch)}.cubin"
+    if path.is_file():
+        return path.read_bytes()
+    cubin = _compile(img, arch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # written aside and renamed: a concurrent reader sees the whole cubin or none
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
+        f.write(cubin)
+    os.replace(f.name, path)
+    return cubin
+
+
+def _checked(call: str, result, *values):
+    from cuda.bindings import nvrtc
+
+    if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"{call} failed: {nvrtc.nvrtcGetErrorString(result)[1].decode()}")
+    return values[0] if len(values) == 1 else values or None
+
+
+def _compile(img: Image, arch: str) -> bytes:
+    from cuda.bindings import nvrtc
+
+    included = headers()
+    program = _checked("nvrtcCreateProgram", *nvrtc.nvrtcCreateProgram(
+        source(img).encode(), f"{img.name}.cu".encode(), len(included),
+        [text.encode() for _, text in included], [name.encode() for name, _ in included]))
+    try:
+        flags = [o.encode() for o in options(img, arch)]
+        (result,) = nvrtc.nvrtcCompileProgram(program, len(flags), flags)
+        if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            size = _checked("nvrtcGetProgramLogSize", *nvrtc.nvrtcGetProgramLogSize(program))
+            log = b" " * size
+            _checked("nvrtcGetProgramLog", *nvrtc.nvrtcGetProgramLog(program, log))
+            text = log.rstrip(b" \0").decode(errors="replace")
+            raise CompileError(f"image {img.name} ({arch}) does not compile:\n{text}")
+        size = _checked("nvrtcGetCUBINSize", *nvrtc.nvrtcGetCUBINSize(program))
+        cubin = b" " * size
+        _checked("nvrtcGetCUBIN", *nvrtc.nvrtcGetCUBIN(program, cubin))
+        return cubin
+    finally:
+        _checked("nvrtcDestroyProgram", *nvrtc.nvrtcDestroyProgram(program))

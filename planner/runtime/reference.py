@@ -1,0 +1,393 @@
+"""CPU references of every image family, in numpy.
+
+A reference takes the image's constants, its inputs (each read or read-write
+pointer argument as the array of its device representation: binary32 as
+float32, the half format as its uint16 bits, ids as int32) and the launch's
+scalars, and returns each written argument's expected contents. An output the
+kernel must reproduce bit for bit comes back in its device representation
+(float32, uint16 bits, uint32); one it computes with rounding of its own comes
+back as float64, computed in float64 from the same inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+F32, HALF, I32, U32 = "f32", "half", "i32", "u32"
+DTYPES = {F32: np.float32, HALF: np.uint16, I32: np.int32, U32: np.uint32}
+
+Arrays = Mapping[str, np.ndarray]
+Scalars = Mapping[str, float | int]
+Constants = Mapping[str, int | str]
+
+
+@dataclass(frozen=True)
+class Reference:
+    types: dict[str, str]  # each pointer argument's element type
+    compute: Callable[[Constants, Arrays, Scalars], dict[str, np.ndarray]]
+
+
+# ---- the half formats ----
+
+def half_to_float(bits: np.ndarray, half: str) -> np.ndarray:
+    """float64 values of half-format bits."""
+    bits = np.asarray(bits, dtype=np.uint16)
+    if half == "binary16":
+        return bits.view(np.float16).astype(np.float64)
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def float_to_half(values: np.ndarray, half: str) -> np.ndarray:
+    """Half-format bits of float32 values, rounded to nearest even (as the
+    device's cvt.rn)."""
+    values = np.asarray(values, dtype=np.float32)
+    if half == "binary16":
+        return values.astype(np.float16).view(np.uint16)
+    u = values.view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + (u >> 16 & 1)) >> 16).astype(np.uint16)
+
+
+def _f64(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.float64)
+
+
+# ---- initialisation and elementwise ----
+
+def splitmix_high(seed: int, counters: np.ndarray) -> np.ndarray:
+    """h(seed, c): the high word of SplitMix64 of the state seed << 32 | c."""
+    z = (np.uint64(seed) << np.uint64(32)) | counters.astype(np.uint64)
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(32)).astype(np.uint32)
+
+
+def _random_normal(c, x, s):
+    i = np.arange(s["elements"], dtype=np.uint64)
+    total = np.zeros(i.shape, dtype=np.int64)
+    for j in range(3):
+        counters = (np.uint64(s["counter"]) + np.uint64(3) * i + np.uint64(j)) & np.uint64(0xFFFFFFFF)
+        h = splitmix_high(s["seed"], counters)
+        for shift in (0, 8, 16, 24):
+            total += (h >> np.uint32(shift)) & np.uint32(0xFF)
+    return {"out": np.float32(s["scale"]) * (total - 1530).astype(np.float32)}
+
+
+def _rotary_table(c, x, s):
+    angle = np.arange(c["seq"], dtype=np.float64) * (np.float64(np.float32(s["theta_high"]))
+                                                     + np.float64(np.float32(s["theta_low"])))
+    return {"cosine": np.cos(angle), "sine": np.sin(angle)}
+
+
+def _fill(c, x, s):
+    return {"out": np.full(s["elements"], s["value"], dtype=np.float32)}
+
+
+def _copy(c, x, s):
+    return {"out": x["in"][: s["elements"]].copy()}
+
+
+def _cast_down(c, x, s):
+    return {"out": float_to_half(x["in"][: s["elements"]], c["half"])}
+
+
+def _add(c, x, s):
+    n = s["elements"]
+    return {"out": x["left"][:n] + x["right"][:n]}
+
+
+def _argmax(c, x, s):
+    return {"out": np.array([np.argmax(x["in"])], dtype=np.uint32)}
+
+
+def _gather(c, x, s):
+    table = x["table"].reshape(c["vocab"], c["width"])
+    return {"out": table[x["ids"]].reshape(-1)}
+
+
+# ---- layer norm ----
+
+def _layernorm_forward(c, x, s):
+    v = _f64(x["in"]).reshape(c["rows"], c["width"])
+    mean = v.mean(axis=1, keepdims=True)
+    rstd = 1.0 / np.sqrt(((v - mean) ** 2).mean(axis=1, keepdims=True) + np.float32(s["epsilon"]))
+    out = (v - mean) * rstd * _f64(x["gamma"]) + _f64(x["beta"])
+    return {"out": out.reshape(-1), "statistics": np.concatenate([mean, rstd], axis=1).reshape(-1)}
+
+
+def _layernorm_backward(c, x, s):
+    shape = (c["rows"], c["width"])
+    stats = _f64(x["statistics"]).reshape(c["rows"], 2)
+    mean, rstd = stats[:, :1], stats[:, 1:]
+    x_hat = (_f64(x["x"]).reshape(shape) - mean) * rstd
+    g = _f64(x["dy"]).reshape(shape) * _f64(x["gamma"])
+    dx = rstd * (g - g.mean(axis=1, keepdims=True) - x_hat * (g * x_hat).mean(axis=1, keepdims=True))
+    return {"dx": dx.reshape(-1), "x_hat": x_hat.reshape(-1)}
+
+
+def _layernorm_parameters(c, x, s):
+    dy = _f64(x["dy"]).reshape(c["rows"], c["width"])
+    x_hat = _f64(x["x_hat"]).reshape(c["rows"], c["width"])
+    return {"gamma_gradient": (dy * x_hat).sum(axis=0), "beta_gradient": dy.sum(axis=0)}
+
+
+# ---- attention layouts ----
+
+def _qkv(c, qkv: np.ndarray) -> np.ndarray:
+    """qkv [T][heads + 2 kv_heads][64] as [batch][heads + 2 kv_heads][seq][64]."""
+    b, sq, h, kv = c["batch"], c["seq"], c["heads"], c["kv_heads"]
+    return qkv.reshape(b, sq, h + 2 * kv, 64).transpose(0, 2, 1, 3)
+
+
+def _rotate(pairs: np.ndarray, cosine: np.ndarray, sine: np.ndarray, sign: int) -> np.ndarray:
+    """Columns i, i + 32 of [..][seq][64] turned by the angle of column i at
+    each position (sign -1 turns back); tables [32][seq]."""
+    cos, sin = cosine.T, sine.T  # [seq][32]
+    x0, x1 = pairs[..., :32], pairs[..., 32:]
+    return np.concatenate([x0 * cos - sign * x1 * sin, x1 * cos + sign * x0 * sin], axis=-1)
+
+
+def _tables(x) -> tuple[np.ndarray, np.ndarray]:
+    return _f64(x["cosine"]).reshape(32, -1), _f64(x["sine"]).reshape(32, -1)
+
+
+def _qk_rope(c, x, s):
+    heads = _qkv(c, _f64(x["qkv"]))
+    rotated = _rotate(heads[:, : c["heads"] + c["kv_heads"]], *_tables(x), sign=1)
+    return {"queries": rotated[:, : c["heads"]].reshape(-1), "keys": rotated[:, c["heads"]:].reshape(-1)}
+
+
+def _value_transpose(c, x, s):
+    values = _qkv(c, x["qkv"])[:, c["heads"] + c["kv_heads"]:]  # [b][g][s][64]
+    return {"values_t": float_to_half(np.ascontiguousarray(values.transpose(0, 1, 3, 2)).reshape(-1), c["half"])}
+
+
+def _token_to_head(c, x, s):
+    merged = x["merged"].reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
+    return {"heads": float_to_half(np.ascontiguousarray(merged).reshape(-1), c["half"])}
+
+
+def _transpose(c, x, s):
+    m = x["in"].reshape(c["groups"], c["rows"], c["columns"])
+    return {"out": np.ascontiguousarray(m.transpose(0, 2, 1)).reshape(-1)}
+
+
+def _inverse_rope_qkv(c, x, s):
+    b, sq, h, kv = c["batch"], c["seq"], c["heads"], c["kv_heads"]
+    cos, sin = _tables(x)
+    d_q = _rotate(_f64(x["d_q"]).reshape(b, h, sq, 64), cos, sin, sign=-1)
+    d_k = _rotate(_f64(x["d_k"]).reshape(b, kv, sq, 64), cos, sin, sign=-1)
+    d_v = _f64(x["d_v"]).reshape(b, kv, sq, 64)
+    merged = np.concatenate([d_q, d_k, d_v], axis=1).transpose(0, 2, 1, 3)
+    return {"qkv_gradient": merged.reshape(-1)}
+
+
+# ---- streaming attention ----
+
+def _heads(c, x, name: str, count: str) -> np.ndarray:
+    return half_to_float(x[name], c["half"]).reshape(c["batch"], c[count], c["seq"], 64)
+
+
+def _grouped(c, kv: np.ndarray) -> np.ndarray:
+    """K/V heads repeated for the query heads each serves."""
+    return np.repeat(kv, c["heads"] // c["kv_heads"], axis=1)
+
+
+def _probabilities(c, q, k, stream_scale, log_sum_exp=None):
+    """Base-2 scores t = q.k stream_scale, causal; P = 2^(t - L) with L the
+    given base-2 log-sum-exp, or the exact one (returned too)."""
+    t = np.einsum("bhqd,bhkd->bhqk", q, _grouped(c, k)) * np.float64(np.float32(stream_scale))
+    causal = np.tril(np.ones((c["seq"], c["seq"]), dtype=bool))
+    t = np.where(causal, t, -np.inf)
+    if log_sum_exp is None:
+        top = t.max(axis=-1, keepdims=True)
+        log_sum_exp = top + np.log2(np.exp2(t - top).sum(axis=-1, keepdims=True))
+    else:
+        log_sum_exp = log_sum_exp[..., None]
+    return np.exp2(t - log_sum_exp), log_sum_exp[..., 0]
+
+
+def _attention_forward(c, x, s):
+    q, k = _heads(c, x, "q", "heads"), _heads(c, x, "k", "kv_heads")
+    v = half_to_float(x["v_t"], c["half"]).reshape(c["batch"], c["kv_heads"], 64, c["seq"]).transpose(0, 1, 3, 2)
+    p, lse = _probabilities(c, q, k, s["stream_scale"])
+    out = np.einsum("bhqk,bhkd->bhqd", p, _grouped(c, v))
+    return {"out": out.transpose(0, 2, 1, 3).reshape(-1), "log_sum_exp": lse.reshape(-1)}
+
+
+def _backward_terms(c, x, s, row_terms):
+    """P, dS (query-head layout) from the inputs both backward launches read."""
+    q, k, v = _heads(c, x, "q", "heads"), _heads(c, x, "k", "kv_heads"), _heads(c, x, "v", "kv_heads")
+    d_out = _heads(c, x, "d_out", "heads")
+    lse = _f64(x["log_sum_exp"]).reshape(c["batch"], c["heads"], c["seq"])
+    p, _ = _probabilities(c, q, k, s["stream_scale"], lse)
+    d_p = np.einsum("bhqd,bhkd->bhqk", d_out, _grouped(c, v))
+    return q, k, d_out, p, p * (d_p - row_terms[..., None])
+
+
+def _attention_query(c, x, s):
+    out = half_to_float(x["out"], c["half"]).reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
+    row_terms = (_heads(c, x, "d_out", "heads") * out).sum(axis=-1)
+    q, k, _, _, d_s = _backward_terms(c, x, s, row_terms)
+    d_q = np.float64(np.float32(s["score_scale"])) * np.einsum("bhqk,bhkd->bhqd", d_s, _grouped(c, k))
+    return {"d_q": d_q.reshape(-1), "row_terms": row_terms.reshape(-1)}
+
+
+def _attention_key(c, x, s):
+    row_terms = _f64(x["row_terms"]).reshape(c["batch"], c["heads"], c["seq"])
+    q, _, d_out, p, d_s = _backward_terms(c, x, s, row_terms)
+    group = c["heads"] // c["kv_heads"]
+
+    def per_kv_head(a: np.ndarray) -> np.ndarray:  # summed over each K/V head's query heads
+        return a.reshape(c["batch"], c["kv_heads"], group, c["seq"], 64).sum(axis=2)
+
+    d_v = per_kv_head(np.einsum("bhqk,bhqd->bhkd", p, d_out))
+    d_k = np.float64(np.float32(s["score_scale"])) * per_kv_head(np.einsum("bhqk,bhqd->bhkd", d_s, q))
+    return {"d_k": d_k.reshape(-1), "d_v": d_v.reshape(-1)}
+
+
+# ---- the loss ----
+
+def _logits(c, x) -> np.ndarray:
+    return x["logits"].reshape(c["rows"], c["vocab"])
+
+
+def _loss_target_gather(c, x, s):
+    return {"correct": _logits(c, x)[np.arange(c["rows"]), x["targets"]]}
+
+
+def _log_sum_exp(z: np.ndarray) -> np.ndarray:
+    top = z.max(axis=1)
+    return top + np.log(np.exp(z - top[:, None]).sum(axis=1))
+
+
+def _cross_entropy(c, x, s):
+    return {"loss": _log_sum_exp(_f64(_logits(c, x))) - _f64(x["correct"])}
+
+
+def _cross_entropy_backward(c, x, s):
+    z = _f64(_logits(c, x))
+    lse = _f64(x["loss"]) + _f64(x["correct"])
+    p = np.exp(z - lse[:, None])
+    p[np.arange(c["rows"]), x["targets"]] -= 1.0
+    return {"gradient": (p * np.float64(np.float32(s["gradient_scale"]))).reshape(-1)}
+
+
+def _embedding_scatter(c, x, s):
+    """The rows naming a token summed in position order (binary32, as the
+    kernel adds them), then added to the token's gradient row."""
+    gradient = x["gradient"].reshape(c["vocab"], c["width"]).copy()
+    dy = x["dy"].reshape(c["rows"], c["width"])
+    ids = x["ids"]
+    order = np.argsort(ids, kind="stable")
+    starts = np.flatnonzero(np.r_[True, ids[order][1:] != ids[order][:-1]])
+    for first, end in zip(starts, np.r_[starts[1:], len(ids)]):
+        positions = order[first:end]
+        total = dy[positions[0]].copy()
+        for p in positions[1:]:
+            total += dy[p]
+        gradient[ids[positions[0]]] += total
+    return {"gradient": gradient.reshape(-1)}
+
+
+# ---- the learner ----
+
+def _adamw(c, x, s):
+    f = {k: np.float64(np.float32(s[k])) for k in
+         ("beta1", "one_minus_beta1", "beta2", "one_minus_beta2", "decay", "step_size", "epsilon")}
+    g = _f64(x["gradients"])
+    m = f["beta1"] * _f64(x["first_moments"]) + f["one_minus_beta1"] * g
+    v = f["beta2"] * _f64(x["second_moments"]) + f["one_minus_beta2"] * g * g
+    p = _f64(x["parameters"]) * f["decay"] - f["step_size"] * m / (np.sqrt(v) + f["epsilon"])
+    return {"parameters": p, "first_moments": m, "second_moments": v,
+            "gradients": np.zeros(c["elements"], dtype=np.float32), "halves": p}
+
+
+# ---- the gated activation ----
+
+def _gelu_terms(x, s):
+    gate = _f64(x["gate"])[: s["elements"]]
+    k, cubic = np.float64(np.float32(s["sqrt_two_over_pi"])), np.float64(np.float32(s["cubic"]))
+    th = np.tanh(k * (gate + cubic * gate**3))
+    return gate, th, k, cubic
+
+
+def _gated_gelu_forward(c, x, s):
+    gate, th, _, _ = _gelu_terms(x, s)
+    gelu = 0.5 * gate * (1.0 + th)
+    return {"gelu": gelu, "gated": gelu * _f64(x["up"])[: s["elements"]]}
+
+
+def _gated_gelu_backward(c, x, s):
+    n = s["elements"]
+    gate, th, k, cubic = _gelu_terms(x, s)
+    slope = 0.5 * (1.0 + th) + 0.5 * gate * (1.0 - th * th) * k * (1.0 + 3.0 * cubic * gate * gate)
+    dy = _f64(x["gated_gradient"])[:n]
+    return {"up_gradient": dy * _f64(x["gelu"])[:n], "gate_gradient": dy * _f64(x["up"])[:n] * slope}
+
+
+# ---- the tiled products ----
+
+def _tiled(c, x, s):
+    m, n, k = c["m"], c["n"], c["k"]
+    a = half_to_float(x["a"], c["half"])
+    b = half_to_float(x["b"], c["half"])
+    a = a.reshape(k, m).T if c["a_layout"] == "c" else a.reshape(m, k)
+    b = b.reshape(k, n) if c["b_layout"] == "c" else b.reshape(n, k).T
+    out = a @ b
+    if c["residual"]:
+        out += _f64(x["r"]).reshape(m, n)
+    return {"c": out.reshape(-1)}
+
+
+_PRODUCT = {"c": F32, "a": HALF, "b": HALF}
+
+REFERENCES: dict[str, Reference] = {
+    "random-normal": Reference({"out": F32}, _random_normal),
+    "rotary-table": Reference({"cosine": F32, "sine": F32}, _rotary_table),
+    "fill": Reference({"out": F32}, _fill),
+    "copy": Reference({"out": F32, "in": F32}, _copy),
+    "cast-down": Reference({"out": HALF, "in": F32}, _cast_down),
+    "add": Reference({"out": F32, "left": F32, "right": F32}, _add),
+    "argmax": Reference({"out": U32, "in": F32}, _argmax),
+    "gather": Reference({"out": F32, "ids": I32, "table": F32}, _gather),
+    "layernorm-forward": Reference({"out": F32, "in": F32, "gamma": F32, "beta": F32, "statistics": F32},
+                                   _layernorm_forward),
+    "layernorm-backward": Reference({"dx": F32, "x": F32, "dy": F32, "gamma": F32, "x_hat": F32,
+                                     "statistics": F32}, _layernorm_backward),
+    "layernorm-parameters": Reference({"gamma_gradient": F32, "dy": F32, "x_hat": F32, "beta_gradient": F32},
+                                      _layernorm_parameters),
+    "qk-rope": Reference({"queries": HALF, "keys": HALF, "qkv": F32, "cosine": F32, "sine": F32}, _qk_rope),
+    "value-transpose": Reference({"values_t": HALF, "qkv": F32}, _value_transpose),
+    "attention-forward": Reference({"q": HALF, "k": HALF, "v_t": HALF, "out": HALF, "log_sum_exp": F32},
+                                   _attention_forward),
+    "attention-query": Reference({"q": HALF, "k": HALF, "v": HALF, "k_t": HALF, "d_out": HALF, "out": HALF,
+                                  "log_sum_exp": F32, "d_q": F32, "row_terms": F32}, _attention_query),
+    "attention-key": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "q_t": HALF, "d_out_t": HALF,
+                                "log_sum_exp": F32, "row_terms": F32, "d_k": F32, "d_v": F32}, _attention_key),
+    "token-to-head": Reference({"heads": HALF, "merged": F32}, _token_to_head),
+    "transpose": Reference({"out": HALF, "in": HALF}, _transpose),
+    "inverse-rope-qkv": Reference({"qkv_gradient": HALF, "d_q": F32, "d_k": F32, "cosine": F32, "sine": F32,
+                                   "d_v": F32}, _inverse_rope_qkv),
+    "loss-target-gather": Reference({"correct": F32, "logits": F32, "targets": I32}, _loss_target_gather),
+    "cross-entropy": Reference({"loss": F32, "logits": F32, "correct": F32}, _cross_entropy),
+    "cross-entropy-backward": Reference({"gradient": F32, "logits": F32, "loss": F32, "correct": F32,
+                                         "targets": I32}, _cross_entropy_backward),
+    "embedding-scatter": Reference({"gradient": F32, "dy": F32, "ids": I32}, _embedding_scatter),
+    "adamw": Reference({"parameters": F32, "gradients": F32, "first_moments": F32, "second_moments": F32,
+                        "halves": HALF}, _adamw),
+    "gated-gelu-forward": Reference({"gelu": F32, "gated": HALF, "up": F32, "gate": F32}, _gated_gelu_forward),
+    "gated-gelu-backward": Reference({"up_gradient": HALF, "gate_gradient": HALF, "gated_gradient": F32,
+                                      "gelu": F32, "up": F32, "gate": F32}, _gated_gelu_backward),
+    "tiled": Reference(_PRODUCT, _tiled),
+    "tiled-add": Reference(_PRODUCT | {"r": F32}, _tiled),
+}
+
+
+def reference(family: str, constants: Constants, inputs: Arrays, scalars: Scalars) -> dict[str, np.ndarray]:
+    """The expected contents of every argument the family's kernel writes."""
+    return REFERENCES[family].compute(constants, inputs, scalars)

@@ -1,0 +1,80 @@
+"""The device images of a model shape, every family and every product, for
+the kernel tests."""
+
+from __future__ import annotations
+
+from planner.kernels.manifest import FAMILIES, Image, image, product, transpose
+from planner.model.config import Shape
+
+DEFAULT = Shape()
+SMALL = Shape(layers=2, width=256, heads=4, kv_heads=4, ffn=512, vocab=512, seq=256, batch=4)
+# grouped K/V heads (two query heads a K/V head), for the bfloat16 cases
+GROUPED = Shape(layers=2, width=256, heads=4, kv_heads=2, ffn=512, vocab=512, seq=256, batch=2)
+# AdamW's bank in the tests: more quads than one pass of its grid covers
+ADAMW_ELEMENTS = 1_200_004
+
+
+def products(s: Shape, half: str) -> list[Image]:
+    """The model's sixteen products: the forward's X W^T (rows, rows), the data
+    gradients' dY W (rows, columns), the weight gradients' dY^T X (columns,
+    columns); some add a residual."""
+    t, w, q, f, v = s.tokens, s.width, s.qkv_width, s.ffn, s.vocab
+    shapes = [("r", "r", t, q, w, False), ("r", "r", t, w, w, True), ("r", "r", t, f, w, False),
+              ("r", "r", t, w, f, True), ("r", "r", t, v, w, False),
+              ("r", "c", t, w, q, False), ("r", "c", t, w, w, False), ("r", "c", t, w, f, False),
+              ("r", "c", t, w, f, True), ("r", "c", t, f, w, False), ("r", "c", t, w, v, False),
+              ("c", "c", q, w, t, False), ("c", "c", w, w, t, False), ("c", "c", f, w, t, False),
+              ("c", "c", w, f, t, False), ("c", "c", v, w, t, False)]
+    return [product(a, b, m, n, k, r, half) for a, b, m, n, k, r in shapes]
+
+
+def family_images(s: Shape, half: str) -> list[Image]:
+    """Every family but the products at the shape (the transposes both ways)."""
+    attention = dict(batch=s.batch, seq=s.seq, heads=s.heads, kv_heads=s.kv_heads, half=half)
+    rows = dict(rows=s.tokens, width=s.width)
+    out = [
+        image("random-normal"), image("rotary-table", seq=s.seq), image("fill"), image("copy"),
+        image("cast-down", half=half), image("add"), image("argmax", vocab=s.vocab),
+        image("gather", vocab=s.vocab, **rows),
+        image("layernorm-forward", **rows), image("layernorm-backward", **rows), image("layernorm-parameters", **rows),
+        image("qk-rope", **attention), image("value-transpose", **attention),
+        image("attention-forward", **attention), image("attention-query", **attention),
+        image("attention-key", **attention),
+        image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=half),
+        transpose(s.batch * s.heads, s.seq, s.head_width), transpose(s.batch * s.kv_heads, s.head_width, s.seq),
+        image("inverse-rope-qkv", **attention),
+        image("loss-target-gather", rows=s.tokens, vocab=s.vocab), image("cross-entropy", rows=s.tokens, vocab=s.vocab),
+        image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab),
+        image("embedding-scatter", vocab=s.vocab, **rows),
+        image("adamw", elements=ADAMW_ELEMENTS, half=half),
+        image("gated-gelu-forward", half=half), image("gated-gelu-backward", half=half),
+    ]
+    missing = set(FAMILIES) - {i.family for i in out} - {"tiled", "tiled-add"}
+    assert not missing, f"families without a test image: {sorted(missing)}"
+    return out
+
+
+def all_images(s: Shape, half: str) -> list[Image]:
+    """The shape's images, each once (small shapes repeat some products)."""
+    return list(dict.fromkeys([*family_images(s, half), *products(s, half)]))
+
+
+# the families whose bfloat16 images are checked too (those that convert halves)
+BFLOAT16_FAMILIES = ("cast-down", "qk-rope", "value-transpose", "attention-forward", "attention-query",
+                     "attention-key", "token-to-head", "inverse-rope-qkv", "adamw", "gated-gelu-forward",
+                     "gated-gelu-backward")
+
+
+def bfloat16_images() -> list[Image]:
+    """At the grouped shape: the families that convert halves, and one product
+    of each operand layout (with and without a residual)."""
+    chosen = [i for i in family_images(GROUPED, "bfloat16") if i.family in BFLOAT16_FAMILIES]
+    return chosen + [products(GROUPED, "bfloat16")[i] for i in (0, 1, 5, 8, 11)]
+
+
+# (case name, shape, image): the default shape, the small shape, the bfloat16 cases
+CASES: list[tuple[str, Shape, Image]] = (
+    [(f"default-{i.name}", DEFAULT, i) for i in all_images(DEFAULT, "binary16")]
+    + [(f"small-{i.name}", SMALL, i) for i in all_images(SMALL, "binary16")]
+    + [(f"bfloat16-{i.name}", GROUPED, i) for i in bfloat16_images()]
+)

@@ -1,0 +1,61 @@
+"""Every image compiles with NVRTC for sm_86 and sm_90, and its cubin honours
+the manifest: registers within the bound, the block, the shared memory, the
+parameter layout, and no local memory (no spills, no stack)."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.kernels.manifest import POINTER, SHARED_LIMIT, image
+from planner.runtime import nvrtc
+from planner.runtime.cubin_info import kernel_info
+from tests.kernel_images import CASES
+
+ARCHITECTURES = ("sm_86", "sm_90")
+# the products take all their shared memory dynamically, as the manifest gives it
+DYNAMIC_SHARED = ("tiled", "tiled-add")
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.parametrize("img", [c[2] for c in CASES], ids=[c[0] for c in CASES])
+def test_cubin_honours_the_manifest(img, arch):
+    info = kernel_info(nvrtc.compile_image(img, arch))
+    assert info.registers <= img.registers, f"{info.registers} registers over the bound {img.registers}"
+    assert info.max_threads == (img.block, 1, 1)
+    assert info.frame_bytes == 0, f"{info.frame_bytes} bytes of local memory a thread"
+    expected = [(offset, 8 if a.kind == POINTER else 4) for a, offset in zip(img.arguments, img.offsets)]
+    assert [(p.offset, p.size) for p in info.parameters] == expected
+    assert expected[-1][0] + expected[-1][1] == info.parameter_bytes <= img.parameter_bytes
+    if img.family in DYNAMIC_SHARED:
+        assert info.static_shared == 0 and img.shared_bytes <= SHARED_LIMIT
+    else:
+        assert info.static_shared <= STATIC_SHARED_LIMIT
+        assert img.shared_bytes in (0, info.static_shared), "the manifest's shared memory is the kernel's"
+
+
+def test_the_prelude_bakes_the_constants():
+    text = nvrtc.prelude(image("tiled", a_layout="c", b_layout="r", m=128, n=64, k=32, residual=0, block_m=64,
+                               block_n=64, block_k=32, stages=2, warps_m=2, warps_n=2, half="bfloat16"))
+    for line in ("#define IMAGE_FAMILY_TILED 1", "constexpr int BLOCK = 128;", "constexpr bool A_COLUMNS = true;",
+                 "constexpr bool B_COLUMNS = false;", "#define HALF_BFLOAT16 1", "constexpr int BLOCK_M = 64;",
+                 "constexpr int M = 128;"):
+        assert line in text.splitlines()
+
+
+def test_the_cache_is_keyed_and_overridable(tmp_path, monkeypatch):
+    monkeypatch.setenv(nvrtc.CACHE_VARIABLE, str(tmp_path))
+    img = image("fill")
+    cubin = nvrtc.compile_image(img, "sm_86")
+    cached = tmp_path / "cubin" / f"{nvrtc.cache_key(img, 'sm_86')}.cubin"
+    assert cached.read_bytes() == cubin
+    assert nvrtc.cache_key(img, "sm_90") != nvrtc.cache_key(img, "sm_86")
+    cached.write_bytes(b"from the cache")
+    assert nvrtc.compile_image(img, "sm_86") == b"from the cache"
+
+
+def test_a_refused_image_carries_the_log(monkeypatch):
+    monkeypatch.setattr(nvrtc, "_kernel_text", lambda file: "this is not C++;" if file.endswith(".cu") else "")
+    monkeypatch.setattr(nvrtc, "compile_image", nvrtc._compile)
+    with pytest.raises(nvrtc.CompileError, match="does not compile"):
+        nvrtc._compile(image("fill"), "sm_86")
