@@ -19,6 +19,7 @@ def build_plan(config: Config) -> Plan:
     schedule = submission_schedule(builder)
     windows, planes, globals_, phases = arena_declarations(config, layout)
     notes = {"parameters": sum(e.elements for e in layout.entries),
+             "submissions": schedule.groups,
              "stretches": {name: list(mark) for name, mark in builder.marks.items()
                            if "-chunk-" not in name and not name.startswith("loss-record-")}}
     return Plan(to_dict(config), windows, planes, globals_, phases, tuple(builder.images.values()),

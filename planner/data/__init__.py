@@ -1,0 +1,1 @@
+"""Training data: token streams and the batches a run takes from them."""

@@ -1,0 +1,41 @@
+"""Batches for a step: `batch` windows of `seq + 1` tokens from a stream.
+
+Step i's windows start at offsets drawn from a generator seeded by (seed, i),
+so a run, and a resumed run, take the same batches: training is the same
+bits every time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class DataError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Batches:
+    tokens: np.ndarray      # the stream (uint16)
+    batch: int
+    seq: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        if len(self.tokens) < self.seq + 2:
+            raise DataError(f"the token stream has {len(self.tokens)} tokens; a sequence needs {self.seq + 1}")
+
+    def __call__(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, targets) for `step`, each [batch][seq], int32."""
+        rng = np.random.Generator(np.random.PCG64([self.seed, step]))
+        starts = rng.integers(0, len(self.tokens) - self.seq - 1, size=self.batch)
+        windows = np.stack([self.tokens[s:s + self.seq + 1] for s in starts]).astype(np.int32)
+        return windows[:, :-1], windows[:, 1:]
+
+
+def split(tokens: np.ndarray, validation: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+    """The stream's head for training and its tail for validation."""
+    cut = int(len(tokens) * (1 - validation))
+    return tokens[:cut], tokens[cut:]

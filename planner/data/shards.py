@@ -1,0 +1,91 @@
+"""Token shards in llm.c's format, and nanoGPT's raw ones, read as untrusted input.
+
+llm.c: a header of 256 little-endian int32 (magic 20240520, version 1, the
+token count), then the tokens as uint16. nanoGPT: the tokens as uint16 and
+nothing else (`train.bin`, `val.bin`). A directory holds shards whose names
+say `train` or `val`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from planner.data.batches import DataError
+
+MAGIC, VERSION, HEADER_WORDS = 20240520, 1, 256
+HEADER_BYTES = 4 * HEADER_WORDS
+
+
+def write_shard(path: Path, tokens: np.ndarray) -> None:
+    """An llm.c shard, written aside and renamed: no half-written shard."""
+    tokens = np.asarray(tokens)
+    if tokens.size and int(tokens.max()) >= 1 << 16:
+        raise DataError(f"{path.name}: token {int(tokens.max())} does not fit uint16")
+    header = np.zeros(HEADER_WORDS, "<i4")
+    header[:3] = (MAGIC, VERSION, tokens.size)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
+        f.write(header.tobytes())
+        f.write(tokens.astype("<u2").tobytes())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(f.name, path)
+
+
+def read_shard(path: Path) -> np.ndarray:
+    """Tokens of one shard; llm.c's when it carries the magic, else nanoGPT's raw uint16."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = np.frombuffer(f.read(min(size, HEADER_BYTES) // 4 * 4), "<i4")
+    except OSError as error:
+        raise DataError(f"{path}: cannot be read ({error.strerror})") from None
+    if len(head) >= 3 and head[0] == MAGIC:
+        if head[1] != VERSION:
+            raise DataError(f"{path}: llm.c shard version {int(head[1])}, only version {VERSION} (uint16) is read")
+        count = int(head[2])
+        if size != HEADER_BYTES + 2 * count:
+            raise DataError(f"{path}: header says {count} tokens, the file holds {(size - HEADER_BYTES) // 2}")
+        return np.memmap(path, "<u2", mode="r", offset=HEADER_BYTES, shape=(count,))
+    if size % 2:
+        raise DataError(f"{path}: neither an llm.c shard (no magic {MAGIC}) nor raw uint16 tokens (odd size)")
+    return np.memmap(path, "<u2", mode="r") if size else np.zeros(0, "<u2")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    train: np.ndarray
+    validation: np.ndarray
+    source: str
+
+
+def read_dataset(directory: Path, vocab: int, needed: int) -> Dataset:
+    """The train and validation streams of a shard directory, checked against
+    the model: every token below `vocab`, at least `needed` tokens each."""
+    if not directory.is_dir():
+        raise DataError(f"{directory}: no such data directory")
+    shards = sorted(p for p in directory.iterdir() if p.suffix == ".bin" and not p.name.startswith("."))
+    parts = {"train": [p for p in shards if "train" in p.name], "val": [p for p in shards if "val" in p.name]}
+    if not parts["train"]:
+        raise DataError(f"{directory}: no training shard (a .bin file whose name says 'train')")
+    streams = {}
+    for split, paths in parts.items():
+        tokens = [read_shard(p) for p in paths]
+        stream = np.concatenate(tokens) if tokens else np.zeros(0, "<u2")
+        if stream.size and int(stream.max()) >= vocab:
+            raise DataError(f"{directory}: token {int(stream.max())} in the {split} shards is not below the "
+                            f"model's vocabulary ({vocab})")
+        streams[split] = stream
+    if streams["train"].size < needed:
+        raise DataError(f"{directory}: {streams['train'].size} training tokens, a step needs {needed}")
+    if streams["val"].size < needed:
+        # no validation shard of its own: hold out the training stream's tail
+        cut = streams["train"].size - max(needed, streams["train"].size // 10)
+        if cut < needed:
+            raise DataError(f"{directory}: too few tokens to hold out a validation split ({streams['train'].size})")
+        streams["val"], streams["train"] = streams["train"][cut:], streams["train"][:cut]
+    return Dataset(streams["train"], streams["val"], str(directory))

@@ -1,0 +1,25 @@
+"""A byte-level BPE tokenizer trained locally to the model's vocabulary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+
+def train(texts: Iterable[str], vocab: int):
+    """A byte-level BPE (GPT-2's pre-tokenisation) with exactly `vocab` tokens
+    at most, trained on `texts`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=["<|endoftext|>"], show_progress=False)
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    return tokenizer
+
+
+def load(path: Path):
+    from tokenizers import Tokenizer
+    return Tokenizer.from_file(str(path))

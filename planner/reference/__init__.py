@@ -1,0 +1,1 @@
+"""Coppelius as plain PyTorch: the reference and the benchmarks' anchor."""

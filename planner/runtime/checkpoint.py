@@ -1,0 +1,131 @@
+"""Checkpoints in safetensors: one named tensor per parameter entry and per
+moment (`parameters/<entry>`, `first-moments/<entry>`, `second-moments/<entry>`),
+the step, the configuration and the digests in the metadata. Never pickled;
+written aside, synced and renamed, so an interrupted save leaves the previous
+checkpoint whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from planner.model.config import Config, ConfigError, from_dict, to_dict
+from planner.schedule.arena import Entry, entries
+from planner.schedule.launches import CHECKPOINT_BANKS
+
+FORMAT = "planner-checkpoint/1"
+
+
+class CheckpointError(ValueError):
+    pass
+
+
+def model_digest(config: Config) -> str:
+    """What decides the tensors a checkpoint holds: the shape (the learner's
+    half format does not change them)."""
+    return hashlib.sha256(json.dumps(to_dict(config)["shape"], sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    config: Config
+    banks: bytes            # P, M, V as the plan lays them out (the staging traffic)
+    plan_digest: str
+
+
+def tensors(config: Config, banks: bytes) -> dict[str, np.ndarray]:
+    """Each entry of each checkpoint bank as a named binary32 tensor."""
+    ents = entries(config)
+    bank_bytes = ents[-1].offset + ents[-1].bytes
+    if len(banks) != len(CHECKPOINT_BANKS) * bank_bytes:
+        raise CheckpointError(f"a checkpoint of this model holds {len(CHECKPOINT_BANKS) * bank_bytes} bytes, "
+                              f"not {len(banks)}")
+    out = {}
+    for b, bank in enumerate(CHECKPOINT_BANKS):
+        flat = np.frombuffer(banks, "<f4", count=bank_bytes // 4, offset=b * bank_bytes)
+        for e in ents:
+            out[f"{bank}/{e.name}"] = flat[e.offset // 4:e.offset // 4 + e.elements].reshape(e.shape)
+    return out
+
+
+def banks_of(config: Config, named: dict[str, np.ndarray]) -> bytes:
+    """The banks back from named tensors (the bytes between entries zero)."""
+    ents: tuple[Entry, ...] = entries(config)
+    bank_bytes = ents[-1].offset + ents[-1].bytes
+    out = np.zeros(len(CHECKPOINT_BANKS) * bank_bytes // 4, "<f4")
+    for b, bank in enumerate(CHECKPOINT_BANKS):
+        for e in ents:
+            t = named.get(f"{bank}/{e.name}")
+            if t is None:
+                raise CheckpointError(f"the checkpoint has no tensor {bank}/{e.name}")
+            if tuple(t.shape) != e.shape or t.dtype != np.float32:
+                raise CheckpointError(f"tensor {bank}/{e.name} is {t.dtype}{list(t.shape)}, "
+                                      f"the model's is float32{list(e.shape)}")
+            start = (b * bank_bytes + e.offset) // 4
+            out[start:start + e.elements] = t.reshape(-1)
+    return out.tobytes()
+
+
+def save(path: Path, checkpoint: Checkpoint) -> None:
+    from safetensors.numpy import save as encode
+
+    metadata = {"format": FORMAT, "step": str(checkpoint.step),
+                "config": json.dumps(to_dict(checkpoint.config), sort_keys=True),
+                "model_digest": model_digest(checkpoint.config), "plan_digest": checkpoint.plan_digest}
+    data = encode(tensors(checkpoint.config, checkpoint.banks), metadata=metadata)
+    path = Path(path)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
+        try:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        except BaseException:
+            os.unlink(f.name)
+            raise
+    os.replace(f.name, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def load(path: Path, config: Config | None = None) -> Checkpoint:
+    """Read a checkpoint; refuse one written for another model than `config`."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load as decode
+
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise CheckpointError(f"checkpoint {path}: cannot be read ({error.strerror})") from None
+    try:
+        named = decode(raw)
+        header_size = int.from_bytes(raw[:8], "little")
+        metadata = json.loads(raw[8:8 + header_size]).get("__metadata__") or {}
+    except (SafetensorError, ValueError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"checkpoint {path}: not a safetensors file ({error})") from None
+    if metadata.get("format") != FORMAT:
+        raise CheckpointError(f"checkpoint {path}: not a planner checkpoint (format {metadata.get('format')!r})")
+    try:
+        stored = from_dict(json.loads(metadata["config"]))
+        step = int(metadata["step"])
+    except (KeyError, ValueError, ConfigError) as error:
+        raise CheckpointError(f"checkpoint {path}: its metadata is damaged ({error})") from None
+    if config is not None and model_digest(config) != metadata.get("model_digest", ""):
+        raise CheckpointError(f"checkpoint {path}: written for another model (shape {to_dict(stored)['shape']}), "
+                              f"not this configuration's {to_dict(config)['shape']}")
+    try:
+        banks = banks_of(stored, named)
+    except CheckpointError as error:
+        raise CheckpointError(f"checkpoint {path}: {error}") from None
+    return Checkpoint(step, stored, banks, metadata.get("plan_digest", ""))

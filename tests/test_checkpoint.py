@@ -1,0 +1,83 @@
+"""Checkpoints: safetensors, one tensor per entry and moment, atomic saves."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from planner.model.config import DEFAULT, Shape
+from planner.runtime.checkpoint import Checkpoint, CheckpointError, load, save, tensors
+from planner.schedule.arena import entries
+
+TINY = replace(DEFAULT, shape=Shape(layers=1, width=128, heads=2, kv_heads=2, ffn=128, vocab=256, seq=64, batch=1),
+               run=replace(DEFAULT.run, prediction_rows=(0, -1)))
+
+
+def banks(config, seed=0) -> bytes:
+    ents = entries(config)
+    size = ents[-1].offset + ents[-1].bytes
+    flat = np.zeros(3 * size // 4, "<f4")
+    rng = np.random.default_rng(seed)
+    for b in range(3):
+        for e in ents:
+            start = (b * size + e.offset) // 4
+            flat[start:start + e.elements] = rng.standard_normal(e.elements)
+    return flat.tobytes()
+
+
+def test_round_trip(tmp_path):
+    data = banks(TINY)
+    save(tmp_path / "c.safetensors", Checkpoint(30, TINY, data, "ab" * 32))
+    back = load(tmp_path / "c.safetensors", TINY)
+    assert back.step == 30 and back.banks == data and back.config == TINY and back.plan_digest == "ab" * 32
+    names = tensors(TINY, data)
+    assert "parameters/embedding" in names and "second-moments/layer0.down" in names
+    assert len(names) == 3 * len(entries(TINY))
+
+
+def test_another_model_is_refused(tmp_path):
+    save(tmp_path / "c.safetensors", Checkpoint(1, TINY, banks(TINY), ""))
+    other = replace(TINY, shape=replace(TINY.shape, ffn=256))
+    with pytest.raises(CheckpointError, match="written for another model"):
+        load(tmp_path / "c.safetensors", other)
+
+
+def test_corrupt_files_are_refused(tmp_path):
+    (tmp_path / "bad.safetensors").write_bytes(b"\x10\0\0\0\0\0\0\0{not json")
+    with pytest.raises(CheckpointError, match="not a safetensors file"):
+        load(tmp_path / "bad.safetensors")
+    with pytest.raises(CheckpointError, match="cannot be read"):
+        load(tmp_path / "missing.safetensors")
+
+
+def test_a_save_killed_mid_write_leaves_the_previous_checkpoint(tmp_path):
+    """A process killed while writing a new checkpoint: the old one is
+    intact, and no new file appears under the checkpoint's name."""
+    path = tmp_path / "c.safetensors"
+    save(path, Checkpoint(10, TINY, banks(TINY, 1), ""))
+    before = path.read_bytes()
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        from planner.runtime import checkpoint as c
+        real_fsync = os.fsync
+        def slow_fsync(fd):
+            sys.stdout.write("writing\\n"); sys.stdout.flush()
+            time.sleep(60)
+        os.fsync = slow_fsync
+        from tests.test_checkpoint import TINY, banks
+        c.save(c.Path({str(path)!r}), c.Checkpoint(20, TINY, banks(TINY, 2), ""))
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert child.stdout.readline() == "writing\n"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert path.read_bytes() == before
+    assert load(path, TINY).step == 10
