@@ -116,11 +116,13 @@ class Coppelius(torch.nn.Module):
         return loss(self.config, self.params(), ids, targets, (self.cos, self.sin))
 
 
-def optimizer(config: Config, module: torch.nn.Module, fused: bool = False) -> torch.optim.AdamW:
+def optimizer(config: Config, module: torch.nn.Module, fused: bool = False,
+              capturable: bool = False) -> torch.optim.AdamW:
     """AdamW over every entry, with the plan's learner (the loss scale and the
-    moment-scaled epsilon it uses cancel, so the unscaled update is the same)."""
+    moment-scaled epsilon it uses cancel, so the unscaled update is the same).
+    `capturable`: the step may be captured in a CUDA graph."""
     lr = config.learner
     return torch.optim.AdamW(module.parameters(), lr=float(lr.learning_rate),
                              betas=(float(lr.beta1), float(lr.beta2)), eps=float(lr.epsilon),
-                             weight_decay=float(lr.weight_decay), fused=fused)
+                             weight_decay=float(lr.weight_decay), fused=fused, capturable=capturable)
 
