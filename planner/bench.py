@@ -115,6 +115,31 @@ def torch_step_ms(config: Config, parameters: np.ndarray, setup: str) -> float:
     return statistics.median(times)
 
 
+def kernel_times(plan, device, submission: int, repeats: int = 5) -> dict[str, tuple[int, float]]:
+    """Each image's launches in one submission, timed one by one with events:
+    image -> (launches, total microseconds), the median of `repeats` runs."""
+    from planner.runtime.driver import call
+
+    launches = list(plan.submissions[submission].launches())
+    events = [call("cuEventCreate", 0) for _ in range(len(launches) + 1)]
+    runs = []
+    for _ in range(repeats):
+        call("cuEventRecord", events[0], device.stream)
+        for n, index in enumerate(launches):
+            device.run_launches([index])
+            call("cuEventRecord", events[n + 1], device.stream)
+        call("cuEventSynchronize", events[-1])
+        runs.append([call("cuEventElapsedTime", events[n], events[n + 1]) * 1e3 for n in range(len(launches))])
+    for e in events:
+        call("cuEventDestroy", e)
+    out: dict[str, tuple[int, float]] = {}
+    for n, index in enumerate(launches):
+        name = plan.launches[index].image
+        count, total = out.get(name, (0, 0.0))
+        out[name] = (count + 1, total + statistics.median(r[n] for r in runs))
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from planner.certify import demand_certificate
     from planner.cli import read_config
