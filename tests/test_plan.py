@@ -124,6 +124,7 @@ def expected_counts(config) -> dict[str, int]:
         "update": forward + backward + 1, "final": forward + 3 + 2, "restore": 2,
         "default-save": sum(transfer), "load": sum(transfer), "save": sum(transfer),
         "loss-record": r.update_pieces, "chunks": len(transfer), "max-pieces": max(transfer),
+        "evaluate": forward + 3,
     }
 
 
@@ -133,7 +134,7 @@ def test_launch_and_submission_counts(config):
     want = expected_counts(config)
     stretches = plan.notes["stretches"]
     for name in ("initialize", "recast", "rotary", "prediction", "update", "final", "restore", "default-save",
-                 "load", "save", "loss-record"):
+                 "load", "save", "loss-record", "evaluate"):
         assert stretches[name][1] == want[name], name
     pieces = config.run.update_pieces
     assert sum(stretches[f"adamw-{k}"][1] for k in range(pieces)) == pieces
@@ -141,26 +142,35 @@ def test_launch_and_submission_counts(config):
     chunks = want["chunks"]
     assert want["max-pieces"] <= config.run.transfer_pieces
     # initialize; save and load per chunk; the prediction; each update; the
-    # final; every save chunk; the report put back
-    assert len(plan.submissions) == 1 + 2 * chunks + 1 + pieces + 1 + chunks + 1
+    # final; every save chunk; the report put back; the evaluation
+    assert len(plan.submissions) == 1 + 2 * chunks + 1 + pieces + 1 + chunks + 1 + 1
     per_phase = Counter(l.phase for l in plan.launches)
     L = config.shape.layers
     assert per_phase["coppelius/ffn-gate"] == 8 * L and per_phase["coppelius/qkv"] == 6 * L
     assert per_phase["coppelius/head-layout"] == 5 * L and per_phase["coppelius/attention-head"] == 2 * L
-    assert per_phase["coppelius/layer"] == 13 * L * 3        # the prediction's, the update's, the final's
+    # the prediction's, the update's, the final's, the evaluation's
+    assert per_phase["coppelius/layer"] == 13 * L * 4
     assert per_phase["coppelius/adamw"] == pieces
 
 
-def test_run_sample_is_the_seeds(default_plan):
-    """prefix; two steps; a checkpoint; two steps; final; checkpoint; restore."""
+def test_run_sample_is_the_seeds_with_evaluations(default_plan):
+    """The seed's: prefix; two steps; a checkpoint; two steps; final;
+    checkpoint; restore. Ours inserts evaluations (the last submission) so
+    that every transition around them appears, and keeps the seed's as a
+    subsequence."""
     subs = [s.submission for s in default_plan.run if s.kind == "submit"]
     n = len(default_plan.submissions)
-    chunks = (n - 4 - DEFAULT.run.update_pieces) // 3
+    chunks = (n - 5 - DEFAULT.run.update_pieces) // 3
     prefix = list(range(0, 2 * chunks + 2))
     updates = list(range(2 * chunks + 2, 2 * chunks + 2 + DEFAULT.run.update_pieces))
     final = updates[-1] + 1
     gather = list(range(final + 1, final + 1 + chunks))
-    assert subs == prefix + updates * 2 + gather + updates * 2 + [final] + gather + [n - 1]
+    restore, evaluate = n - 2, n - 1
+    seed = prefix + updates * 2 + gather + updates * 2 + [final] + gather + [restore]
+    assert subs == (prefix + updates * 2 + gather + updates + [evaluate] + gather + updates + [evaluate] + updates
+                    + [final] + gather + [restore])
+    it = iter(subs)
+    assert all(s in it for s in seed)
     # every submit waits on the one before it; the host waits before touching staging
     positions = [i for i, s in enumerate(default_plan.run) if s.kind == "submit"]
     for before, at in zip(positions, positions[1:]):

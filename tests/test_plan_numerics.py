@@ -54,12 +54,15 @@ def test_training_runs_checkpoints_and_resumes_bit_for_bit(tiny_plan):
 
     straight = Session(tiny_plan, CpuDevice(tiny_plan))
     straight.start(ids0)
-    losses = [straight.update(*data(i)) for i in range(8)]
+    losses = [straight.update(*data(i)) for i in range(4)]
+    validation = straight.evaluate(*data(100))
+    losses += [straight.update(*data(i)) for i in range(4, 8)]
     report, final = straight.finish(ids0)
 
     first = Session(tiny_plan, CpuDevice(tiny_plan))
     first.start(ids0)
     resumed = [first.update(*data(i)) for i in range(4)]
+    assert first.evaluate(*data(100)) == validation       # evaluating changes nothing
     checkpoint = first.save()
     second = Session(tiny_plan, CpuDevice(tiny_plan))
     second.start(ids0, checkpoint=checkpoint, step=4)

@@ -113,6 +113,13 @@ class Session:
         self.step += 1
         return float(np.frombuffer(self.results["result-loss-record"], "<f4").astype(np.float64).mean())
 
+    def evaluate(self, ids: np.ndarray, targets: np.ndarray) -> float:
+        """The mean loss on a batch, without an update (between invocations)."""
+        self._ids(ids, targets)
+        self.executor.issue(self.groups["evaluate"][0])
+        self.executor.collect()
+        return float(np.frombuffer(self.results["result-diagnostics"], "<f4").astype(np.float64).mean())
+
     def save(self) -> bytes:
         """The checkpoint (P, M, V) through the staging window; between
         invocations, or after the final forward."""

@@ -518,8 +518,17 @@ def loss_record(b: Builder) -> None:
                 copy(b, lay.at("result-loss-record", k * 4 * T), window(b, 0), T)
 
 
+def evaluate(b: Builder) -> None:
+    """The forward and the loss on a batch the host wrote, no update: the
+    validation loss (ours; the seed's run has none). Its rows land in window
+    0 of the loss block, as an update's do."""
+    forward(b)
+    loss_forward(b)
+
+
 def launch_schedule(b: Builder) -> None:
-    """coppeliusLaunchSchedule, stretch by stretch (marked for the submissions)."""
+    """coppeliusLaunchSchedule, stretch by stretch (marked for the submissions),
+    and after it the evaluation, so the seed's launch order is a prefix."""
     run, first = b.config.run, b.config.learner.first_step
     stretches = [("initialize", lambda: initialization(b)),
                  ("default-save", lambda: checkpoint_transfer(b, False, "default-save")),
@@ -532,7 +541,8 @@ def launch_schedule(b: Builder) -> None:
     stretches += [("final", lambda: final(b)),
                   ("save", lambda: checkpoint_transfer(b, False, "save")),
                   ("restore", lambda: report_transfer(b, restore=True)),
-                  ("loss-record", lambda: loss_record(b))]
+                  ("loss-record", lambda: loss_record(b)),
+                  ("evaluate", lambda: evaluate(b))]
     for name, build in stretches:
         with b.mark(name):
             build()

@@ -9,7 +9,13 @@ chunk; the report put back. One semaphore per submission.
 Seed `coppeliusRunSubmissionSample`: the prefix; two steps; a checkpoint; two
 steps; the final forward; the last checkpoint; the report put back. Every
 transition a longer run makes is one of these, so a certificate over this
-order covers any run. (A "step" is one invocation's updates.)
+order covers any run. (A "step" is one invocation's updates.) Ours adds the
+evaluation (a validation batch's forward and loss, after the restore in the
+submissions so the seed's indices stand): the prefix; two steps; a
+checkpoint; a step; an evaluation; a checkpoint; a step; an evaluation; a
+step; the final forward; the last checkpoint; the report put back. The
+seed's sample is a subsequence, and every transition of a run that
+evaluates, checkpoints, both or neither between invocations appears.
 
 The host's actions between submissions are ours to state (the seed's
 `Coppelius.Build.NativeHost` is not among the seeds): before it touches the
@@ -22,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.schedule.arena import STAGING, Layout
-from planner.schedule.launches import Builder, chunks
+from planner.schedule.arena import Layout
+from planner.schedule.launches import Builder, checkpoint_bytes, chunks
 from planner.schedule.plan import HOST_READ, HOST_WRITE, SUBMIT, WAIT, Step, Submission
 
 
@@ -68,6 +74,7 @@ def submission_schedule(b: Builder) -> Schedule:
     for c in range(n):
         s.add("save", m[f"save-chunk-{c}"])
     s.add("restore", m["restore"])
+    s.add("evaluate", m["evaluate"])
     return s
 
 
@@ -99,11 +106,11 @@ class Host:
 
 
 def run_sample(b: Builder, s: Schedule) -> tuple[Step, ...]:
-    lay, run = b.layout, b.config.run
+    lay = b.layout
     h = Host(lay)
     g = s.groups
     window = 4 * b.config.shape.tokens
-    checkpoint = len(("P", "M", "V")) * lay.parameter_bytes
+    checkpoint = checkpoint_bytes(lay)
 
     def chunk_bytes(c: int) -> int:
         return min(lay.staging_bytes, checkpoint - c * lay.staging_bytes)
@@ -135,10 +142,19 @@ def run_sample(b: Builder, s: Schedule) -> tuple[Step, ...]:
     h.submit(g["prediction"][0])
     h.host(HOST_READ, "result-predictions", "the prediction rows' greedy tokens")
     h.host(HOST_READ, "result-record", "the prediction rows' logits")
+    def evaluation() -> None:
+        inputs(targets=True)
+        h.submit(g["evaluate"][0])
+        h.host(HOST_READ, "result-diagnostics", "the validation loss rows", 0, window)
+
     steps()
     steps()
     gather()
     steps()
+    evaluation()
+    gather()
+    steps()
+    evaluation()
     steps()
     inputs(targets=False)
     h.submit(g["final"][0])
