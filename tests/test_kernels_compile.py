@@ -55,7 +55,6 @@ def test_the_cache_is_keyed_and_overridable(tmp_path, monkeypatch):
 
 
 def test_a_refused_image_carries_the_log(monkeypatch):
-    monkeypatch.setattr(nvrtc, "_kernel_text", lambda file: "this is not C++;" if file.endswith(".cu") else "")
-    monkeypatch.setattr(nvrtc, "compile_image", nvrtc._compile)
-    with pytest.raises(nvrtc.CompileError, match="does not compile"):
+    monkeypatch.setattr(nvrtc, "source", lambda img: "this is not C++;")
+    with pytest.raises(nvrtc.CompileError, match="does not compile:\n.*error"):
         nvrtc._compile(image("fill"), "sm_86")

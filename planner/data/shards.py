@@ -33,6 +33,7 @@ def write_shard(path: Path, tokens: np.ndarray) -> None:
         f.write(tokens.astype("<u2").tobytes())
         f.flush()
         os.fsync(f.fileno())
+    os.chmod(f.name, 0o644)
     os.replace(f.name, path)
 
 

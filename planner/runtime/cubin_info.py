@@ -49,7 +49,6 @@ class _Section:
     offset: int
     size: int
     link: int
-    info: int
 
 
 def _sections(data: bytes) -> list[_Section]:
@@ -64,7 +63,7 @@ def _sections(data: bytes) -> list[_Section]:
     def name(at: int) -> str:
         return table[at: table.index(b"\0", at)].decode()
 
-    return [_Section(name(r[0]), r[1], r[4], r[5], r[6], r[7]) for r in raw]
+    return [_Section(name(r[0]), r[1], r[4], r[5], r[6]) for r in raw]
 
 
 def _records(data: bytes, section: _Section):
@@ -106,6 +105,7 @@ def _symbol_index(data: bytes, sections: list[_Section], name: str) -> int:
 
 
 def kernel_info(cubin: bytes, name: str = "image") -> KernelInfo:
+    """The resources of kernel `name` in the cubin."""
     sections = _sections(cubin)
     by_name = {s.name: s for s in sections}
     text = by_name.get(f".text.{name}")

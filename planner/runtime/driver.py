@@ -113,7 +113,9 @@ def copy_to_host(address: int, size: int) -> bytearray:
 
 def launch(kernel: Kernel, grid: tuple[int, int, int], block: int, shared_bytes: int, parameters: bytes,
            stream: Any = 0) -> None:
-    """Launch with the parameter block as raw bytes."""
+    """Launch with the parameter block as raw bytes. The driver takes exactly
+    the kernel's parameter bytes (to the end of its last parameter): a longer
+    buffer is refused with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES."""
     buffer = ctypes.create_string_buffer(bytes(parameters), len(parameters))
     size = ctypes.c_size_t(len(parameters))
     extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, ctypes.addressof(buffer), _BUFFER_SIZE,
@@ -124,3 +126,20 @@ def launch(kernel: Kernel, grid: tuple[int, int, int], block: int, shared_bytes:
 
 def synchronize() -> None:
     call("cuCtxSynchronize")
+
+
+def seconds_per_launch(kernel: Kernel, grid: tuple[int, int, int], block: int, shared_bytes: int,
+                       parameters: bytes, repeats: int) -> float:
+    """The mean device time of `repeats` launches back to back, by events."""
+    flags = _driver().CUevent_flags.CU_EVENT_DEFAULT
+    start, stop = call("cuEventCreate", flags), call("cuEventCreate", flags)
+    try:
+        call("cuEventRecord", start, 0)
+        for _ in range(repeats):
+            launch(kernel, grid, block, shared_bytes, parameters)
+        call("cuEventRecord", stop, 0)
+        call("cuEventSynchronize", stop)
+        return call("cuEventElapsedTime", start, stop) / 1000 / repeats
+    finally:
+        call("cuEventDestroy", start)
+        call("cuEventDestroy", stop)

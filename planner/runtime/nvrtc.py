@@ -83,6 +83,8 @@ def source(img: Image) -> str:
 
 
 def options(img: Image, arch: str) -> list[str]:
+    """NVRTC's options: the architecture, C++17, device code by default, the
+    manifest's register bound, and fast math where FAST_MATH allows it."""
     if not re.fullmatch(r"sm_\d{2,3}", arch):
         raise ValueError(f"architecture {arch!r} is not of the form sm_XX")
     out = [f"-arch={arch}", "-std=c++17", "-default-device", f"--maxrregcount={img.registers}"]
@@ -130,11 +132,15 @@ def compile_image(img: Image, arch: str) -> bytes:
 
 
 def _checked(call: str, result, *values):
+    """What an NVRTC call returned after its status (none, one value or a
+    tuple), once the status says success."""
     from cuda.bindings import nvrtc
 
     if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise CompileError(f"{call} failed: {nvrtc.nvrtcGetErrorString(result)[1].decode()}")
-    return values[0] if len(values) == 1 else values or None
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
 
 
 def _compile(img: Image, arch: str) -> bytes:
