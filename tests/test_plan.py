@@ -168,7 +168,7 @@ def test_run_sample_is_the_seeds_with_evaluations(default_plan):
     restore, evaluate = n - 2, n - 1
     seed = prefix + updates * 2 + gather + updates * 2 + [final] + gather + [restore]
     assert subs == (prefix + updates * 2 + gather + updates + [evaluate] + gather + updates + [evaluate] + updates
-                    + [final] + gather + [restore])
+                    + [evaluate, final] + gather + [restore])
     it = iter(subs)
     assert all(s in it for s in seed)
     # every submit waits on the one before it; the host waits before touching staging

@@ -57,6 +57,7 @@ def test_training_runs_checkpoints_and_resumes_bit_for_bit(tiny_plan):
     losses = [straight.update(*data(i)) for i in range(4)]
     validation = straight.evaluate(*data(100))
     losses += [straight.update(*data(i)) for i in range(4, 8)]
+    straight.evaluate(*data(100))
     report, final = straight.finish(ids0)
 
     first = Session(tiny_plan, CpuDevice(tiny_plan))
@@ -67,6 +68,7 @@ def test_training_runs_checkpoints_and_resumes_bit_for_bit(tiny_plan):
     second = Session(tiny_plan, CpuDevice(tiny_plan))
     second.start(ids0, checkpoint=checkpoint, step=4)
     resumed += [second.update(*data(i)) for i in range(4, 8)]
+    second.evaluate(*data(100))
     report2, final2 = second.finish(ids0)
 
     assert losses == resumed

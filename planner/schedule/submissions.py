@@ -13,9 +13,10 @@ order covers any run. (A "step" is one invocation's updates.) Ours adds the
 evaluation (a validation batch's forward and loss, after the restore in the
 submissions so the seed's indices stand): the prefix; two steps; a
 checkpoint; a step; an evaluation; a checkpoint; a step; an evaluation; a
-step; the final forward; the last checkpoint; the report put back. The
-seed's sample is a subsequence, and every transition of a run that
-evaluates, checkpoints, both or neither between invocations appears.
+step; an evaluation; the final forward; the last checkpoint; the report put
+back. The seed's sample is a subsequence; every transition of a run that
+evaluates, checkpoints, both or neither between invocations appears; a run
+ends with an evaluation, then the final forward.
 
 The host's actions between submissions are ours to state (the seed's
 `Coppelius.Build.NativeHost` is not among the seeds): before it touches the
@@ -156,6 +157,7 @@ def run_sample(b: Builder, s: Schedule) -> tuple[Step, ...]:
     steps()
     evaluation()
     steps()
+    evaluation()
     inputs(targets=False)
     h.submit(g["final"][0])
     gather()
