@@ -89,20 +89,30 @@ def _add_plan_source(p: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="planner", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("plan", help="derive the plan and summarise it, or export it as JSON")
+    p = sub.add_parser("plan", help="derive the plan and summarise it, or export it as JSON",
+                       description="Derive the plan from the configuration; summarise it or write it as JSON.")
     _add_plan_source(p)
     p.add_argument("--json", action="store_true", help="write the whole plan as JSON (schema planner-plan/1)")
     p.set_defaults(run=cmd_plan)
-    for name, module in COMMANDS.items():
-        m = __import__(module, fromlist=["add_arguments", "run"])
-        p = sub.add_parser(name, help=m.__doc__.splitlines()[0] if m.__doc__ else None)
-        m.add_arguments(p)
-        p.set_defaults(run=m.run)
+    for name, (module, add, run, text) in COMMANDS.items():
+        m = __import__(module, fromlist=[add, run])
+        p = sub.add_parser(name, help=text, description=m.__doc__)
+        getattr(m, add)(p)
+        p.set_defaults(run=getattr(m, run))
     return ap
 
 
-# Further commands: name -> module with add_arguments(parser) and run(args) -> int.
-COMMANDS: dict[str, str] = {}
+# Further commands: name -> (module, its add-arguments function, its run function, help).
+COMMANDS: dict[str, tuple[str, str, str, str]] = {
+    "train": ("planner.runtime.train", "add_arguments", "run",
+              "certify the plan, then train on the GPU (or the CPU references)"),
+    "bench": ("planner.bench", "add_arguments", "run", "the plan's step time beside PyTorch's on the same GPU"),
+    "data": ("planner.data.command", "add_arguments", "run", "prepare a tokenizer and token shards"),
+    "export": ("planner.reference.commands", "add_export_arguments", "export",
+               "write a checkpoint's parameters as a PyTorch state dict"),
+    "sample": ("planner.reference.commands", "add_sample_arguments", "sample",
+               "generate text greedily from a checkpoint"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,91 @@
+"""`planner export` and `planner sample`: a checkpoint in PyTorch's hands.
+
+export: the parameters as a PyTorch state dict keyed by the plan's entry
+names, which `Coppelius` loads. sample: greedy generation from a checkpoint
+by the reference model (on the GPU when there is one), the prompt encoded by
+the tokenizer the data was prepared with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+
+def add_export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", required=True, metavar="FILE", help="a planner checkpoint (.safetensors)")
+    p.add_argument("--out", required=True, metavar="FILE", help="the state dict to write (.pt)")
+
+
+def add_sample_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", required=True, metavar="FILE", help="a planner checkpoint (.safetensors)")
+    p.add_argument("--prompt", required=True, help="text to continue")
+    p.add_argument("--tokens", type=int, default=64, help="tokens to generate (default 64)")
+    p.add_argument("--tokenizer", metavar="FILE",
+                   help="tokenizer.json (default: the embedded corpus's, for the checkpoint's vocabulary)")
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("planner: this command needs PyTorch (pip install torch)") from None
+    return torch
+
+
+def _parameters(path: str):
+    from planner.runtime import checkpoint as ckpt
+    loaded = ckpt.load(Path(path))
+    named = ckpt.tensors(loaded.config, loaded.banks)
+    return loaded.config, {k.split("/", 1)[1]: v for k, v in named.items() if k.startswith("parameters/")}
+
+
+def export(args: argparse.Namespace) -> int:
+    from planner.runtime.checkpoint import CheckpointError
+    torch = _torch()
+    try:
+        config, params = _parameters(args.checkpoint)
+    except CheckpointError as error:
+        print(f"planner export: {error}", file=sys.stderr)
+        return 2
+    state = {name: torch.from_numpy(value.copy()) for name, value in params.items()}
+    out = Path(args.out)
+    with tempfile.NamedTemporaryFile(dir=out.parent or Path("."), prefix=f".{out.name}.", delete=False) as f:
+        torch.save(state, f)
+    os.replace(f.name, out)
+    print(f"{len(state)} tensors of a {config.shape.layers}-layer model to {out}")
+    return 0
+
+
+def sample(args: argparse.Namespace) -> int:
+    from planner.data import tokenizer as tok
+    from planner.reference.model import forward
+    from planner.runtime.checkpoint import CheckpointError
+    torch = _torch()
+    try:
+        config, params = _parameters(args.checkpoint)
+    except CheckpointError as error:
+        print(f"planner sample: {error}", file=sys.stderr)
+        return 2
+    if args.tokenizer:
+        path = Path(args.tokenizer)
+    else:
+        from planner.data.command import embedded
+        path = embedded(config.shape.vocab) / "tokenizer.json"
+    if not path.is_file():
+        print(f"planner sample: tokenizer {path}: no such file", file=sys.stderr)
+        return 2
+    tokenizer = tok.load(path)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    weights = {n: torch.from_numpy(v.copy()).to(device) for n, v in params.items()}
+    ids = tokenizer.encode(args.prompt).ids or [0]
+    with torch.no_grad():
+        for _ in range(args.tokens):
+            window = torch.tensor([ids[-config.shape.seq:]], device=device)
+            logits = forward(config, weights, window)
+            ids.append(int(logits[0, -1].argmax()))
+    print(tokenizer.decode(ids))
+    return 0
