@@ -1,0 +1,45 @@
+"""Property 6 over a plan: every image it launches compiled for each
+architecture and its SASS schedule checked (`planner.certify.sass`); the
+SHA-256 of each cubin that passes is attested, and the runtime loads only
+attested cubins."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Iterable
+
+from planner.certify.findings import MachineFindings, Violation
+from planner.schedule.plan import Plan
+
+# The seeds' card and the card we measure on.
+ARCHS = ("sm_86", "sm_90")
+NAME = "machine-code"
+
+
+def sass_check(archs: Iterable[str] = ARCHS):
+    """A machine-code check (property 6) for `archs`."""
+    archs = tuple(dict.fromkeys(archs))
+
+    def check(plan: Plan) -> MachineFindings:
+        from planner.certify.sass import check_cubins
+        from planner.runtime.nvrtc import CompileError, cache_directory, compile_image
+
+        violations, unknown, attested = [], [], {}
+        for arch in archs:
+            cubins = {}
+            for img in plan.images:
+                try:
+                    cubins[img.name] = compile_image(img, arch)
+                except CompileError as error:
+                    violations.append(Violation(NAME, f"image {img.name} ({arch}) does not compile: "
+                                                      f"{str(error).splitlines()[0]}"))
+            for name, report in check_cubins(cubins, arch, cache_directory() / "sass").items():
+                if report.status == "pass":
+                    attested[f"{name}@{arch}"] = hashlib.sha256(cubins[name]).hexdigest()
+                for finding in report.findings:
+                    violations.append(Violation(NAME, f"image {name} ({arch}): {finding.text()}"))
+                for u in report.unknowns:
+                    unknown.append(f"image {name} ({arch}): {u.describe()}")
+        return MachineFindings(tuple(violations), tuple(unknown), attested)
+
+    return check

@@ -1,0 +1,156 @@
+"""Certificates: what the runtime demands before it launches a plan, and the
+files that record them for the shipped configurations.
+
+A `Certificate` holds a plan's digest and every property's verdict; only an
+outcome where every property passed (none failed, none unknown) yields one,
+and it admits only the plan whose digest it holds.
+
+On disk a certificate is a directory (one per configuration, under the
+repository's proofs/): certificate.json (the plan's digest, the solver and
+its version, each property's verdict, candidates and time, each query
+file's SHA-256) and one SMT-LIB 2 file per query, the exact text Z3
+decided, so a second solver can decide it again. Checking a directory
+derives the plan and its queries afresh and compares: a different digest or
+query text means the stored certificate is stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import z3
+
+from planner.certify.findings import PASS, Outcome
+from planner.certify.smt import UNSAT, solver_version
+from planner.schedule.plan import Plan
+
+SCHEMA = "planner-certificate/1"
+RECORD = "certificate.json"
+TIMEOUT_MS = 60_000   # for deciding a stored query again
+
+
+class Uncertified(RuntimeError):
+    """A plan without a certificate: it must not be launched."""
+
+
+@dataclass(frozen=True)
+class Certificate:
+    digest: str                              # the plan's digest
+    verdicts: tuple[tuple[str, str], ...]    # (property, verdict): all pass
+    solver: str
+    # "image@arch" -> SHA-256 of each cubin a machine-code check passed
+    cubins: dict[str, str] = field(default_factory=dict)
+
+    def admits(self, plan: Plan) -> bool:
+        return plan.digest == self.digest
+
+    def require(self, plan: Plan) -> None:
+        if not self.admits(plan):
+            raise Uncertified(f"plan {plan.digest[:16]} is not the certified plan {self.digest[:16]}")
+
+    def summary(self) -> str:
+        return f"{len(self.verdicts)} properties proved ({', '.join(p for p, _ in self.verdicts)}), {self.solver}"
+
+
+def issue(outcome: Outcome) -> Certificate:
+    """The certificate of a full pass; `Uncertified` otherwise."""
+    if outcome.verdict != PASS:
+        bad = ", ".join(f"{r.property} {r.verdict}" for r in outcome.results if r.verdict != PASS)
+        raise Uncertified(f"plan {outcome.digest[:16]} is not certified: {bad}")
+    cubins: dict[str, str] = {}
+    for r in outcome.results:
+        cubins.update(r.attested)
+    return Certificate(outcome.digest, tuple((r.property, r.verdict) for r in outcome.results), outcome.solver,
+                       cubins)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def record(outcome: Outcome) -> dict:
+    return {
+        "schema": SCHEMA,
+        "plan": outcome.digest,
+        "solver": outcome.solver,
+        "verdict": outcome.verdict,
+        "seconds": round(outcome.seconds, 3),
+        "properties": [{
+            "id": r.property, "number": r.number, "verdict": r.verdict, "answer": r.answer,
+            "candidates": r.candidates, "seconds": round(r.seconds, 3),
+            **({"query": f"{r.property}.smt2", "sha256": _sha(r.query)} if r.query else {}),
+            **({"attested": r.attested} if r.attested else {}),
+        } for r in outcome.results],
+    }
+
+
+def write(outcome: Outcome, directory: Path) -> Path:
+    """Write the certificate of `outcome` (passed or not: the record says)
+    to `directory`, replacing what was there."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("*.smt2"):
+        old.unlink()
+    for r in outcome.results:
+        if r.query:
+            (directory / f"{r.property}.smt2").write_text(r.query)
+    path = directory / RECORD
+    path.write_text(json.dumps(record(outcome), indent=2) + "\n")
+    return path
+
+
+@dataclass(frozen=True)
+class Check:
+    """How a stored certificate compares with the plan's own."""
+
+    current: bool
+    problems: tuple[str, ...]
+
+
+def check(outcome: Outcome, directory: Path, resolve: bool = False) -> Check:
+    """Compare the certificate in `directory` with `outcome` (the plan's,
+    decided now): the same plan, the same queries, all proved. With
+    `resolve`, Z3 decides every stored query file again as well."""
+    path = directory / RECORD
+    try:
+        stored = json.loads(path.read_text())
+    except OSError:
+        return Check(False, (f"{path}: no certificate",))
+    except json.JSONDecodeError as error:
+        return Check(False, (f"{path}: not JSON ({error.msg})",))
+    problems = []
+    if not isinstance(stored, dict) or stored.get("schema") != SCHEMA:
+        return Check(False, (f"{path}: not a {SCHEMA} record",))
+    if stored.get("plan") != outcome.digest:
+        problems.append(f"stale: it certifies plan {str(stored.get('plan'))[:16]}, the plan now is {outcome.digest[:16]}")
+    if stored.get("verdict") != PASS:
+        problems.append(f"it records verdict {stored.get('verdict')}, not pass")
+    entries = {e.get("id"): e for e in stored.get("properties", []) if isinstance(e, dict)}
+    for r in outcome.results:
+        entry = entries.pop(r.property, None)
+        if entry is None:
+            problems.append(f"property {r.property}: missing")
+            continue
+        if r.query and entry.get("sha256") != _sha(r.query):
+            problems.append(f"property {r.property}: stale query (the plan's query is not the stored one)")
+        if resolve and r.query:
+            problems += _resolve(directory / f"{r.property}.smt2", entry.get("sha256"))
+    problems += [f"property {name}: recorded but no longer checked" for name in entries]
+    return Check(not problems, tuple(problems))
+
+
+def _resolve(path: Path, sha: str | None) -> list[str]:
+    """Z3 decides a stored query file again; it must be the recorded one and unsat."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return [f"{path.name}: missing"]
+    if _sha(text) != sha:
+        return [f"{path.name}: not the file the record names (SHA-256 differs)"]
+    solver = z3.Solver()
+    solver.set("timeout", TIMEOUT_MS)
+    solver.add(z3.parse_smt2_string(text))
+    answer = str(solver.check())
+    return [] if answer == UNSAT else [f"{path.name}: Z3 {solver_version()} now answers {answer}"]
