@@ -46,6 +46,20 @@ def plan_from(args: argparse.Namespace) -> Plan:
     return build_plan(read_config(args.config))
 
 
+LAYOUTS = ("seed", "placed")
+
+
+def build(config: Config, layout: str = "seed") -> Plan:
+    """The configuration's plan in the seed's layout, or placed again from
+    launch-level liveness (`planner place`)."""
+    from planner.schedule import build_plan
+    plan = build_plan(config)
+    if layout == "placed":
+        from planner.place.placement import place
+        plan = place(plan).plan
+    return plan
+
+
 def _mib(n: int) -> str:
     return f"{n / (1 << 20):,.1f} MiB"
 
@@ -104,6 +118,12 @@ def parser() -> argparse.ArgumentParser:
 
 # Further commands: name -> (module, its add-arguments function, its run function, help).
 COMMANDS: dict[str, tuple[str, str, str, str]] = {
+    "certify": ("planner.certify.command", "add_arguments", "run",
+                "prove the plan safe with Z3, or report counterexamples"),
+    "place": ("planner.schedule.place_command", "add_arguments", "run",
+              "place the arena again from launch-level liveness, near LOAD"),
+    "explain": ("planner.schedule.explain_command", "add_arguments", "run",
+                "draw the arena over the run; a failure report in red"),
     "train": ("planner.runtime.train", "add_arguments", "run",
               "certify the plan, then train on the GPU (or the CPU references)"),
     "bench": ("planner.bench", "add_arguments", "run", "the plan's step time beside PyTorch's on the same GPU"),

@@ -37,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=("gpu", "cpu"), default="gpu",
                    help="gpu (the default), or cpu: the numpy references, for small shapes")
     p.add_argument("--no-graphs", action="store_true", help="issue launches one by one instead of CUDA graphs")
+    p.add_argument("--layout", choices=("seed", "placed"), default="seed",
+                   help="the seed's arena layout (default) or one placed from launch-level liveness")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -73,11 +75,11 @@ def _multiple(flag: str, value: int, pieces: int, allow_zero: bool) -> str | Non
 
 def run(args: argparse.Namespace) -> int:
     from planner.certify import demand_certificate
-    from planner.cli import read_config
+    from planner.certify.proofs import Uncertified
+    from planner.cli import build, read_config
     from planner.runtime import checkpoint as ckpt
     from planner.runtime.executor import RunError
     from planner.runtime.session import Session
-    from planner.schedule import build_plan
 
     config: Config = read_config(args.config)
     pieces = config.run.update_pieces
@@ -103,8 +105,14 @@ def run(args: argparse.Namespace) -> int:
     except DataError as error:
         return _fail(str(error))
 
-    plan = build_plan(config)
-    certificate = demand_certificate(plan)          # refuses an uncertified plan: exit 1 or 3
+    plan = build(config, args.layout)
+    try:
+        certificate = demand_certificate(plan)
+    except Uncertified as error:
+        hint = " (`planner certify` says why; `--layout placed` places the arena for this shape)" \
+            if args.layout == "seed" else " (`planner certify --layout placed` says why)"
+        print(f"planner train: refused: {error}{hint}", file=sys.stderr)
+        return 1
     print(f"plan {plan.digest[:16]} certified ({certificate.summary()})")
     device = _device(args, plan, certificate)
     if isinstance(device, int):
@@ -132,12 +140,12 @@ def run(args: argparse.Namespace) -> int:
                 rate = shape.tokens / (time.perf_counter() - tick)
                 record({"step": done, "loss": loss, "tokens_per_s": rate})
                 bar(done - first, loss, rate)
-                if done % pieces:
-                    continue                                 # only between invocations
+                if done % pieces or done == first + steps:
+                    continue          # only between invocations; the last ends with the final evaluation
                 if args.validate_every and done % args.validate_every == 0:
                     record({"step": done, "validation_loss": session.evaluate(*validation(done))})
                 stop = interrupt.asked
-                if (args.checkpoint_every and done % args.checkpoint_every == 0 and done < first + steps) or stop:
+                if (args.checkpoint_every and done % args.checkpoint_every == 0) or stop:
                     ckpt.save(checkpoint_path, ckpt.Checkpoint(done, config, session.save(), plan.digest))
                 if stop:
                     print(f"\ninterrupted: checkpoint after update {done} in {checkpoint_path}")
