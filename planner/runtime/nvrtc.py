@@ -93,8 +93,26 @@ def options(img: Image, arch: str) -> list[str]:
     return out
 
 
+PIN_VARIABLE = "PLANNER_NVRTC"
+
+
+@cache
+def _pin() -> None:
+    """Load the NVRTC library $PLANNER_NVRTC names before cuda.bindings looks
+    for one, so the cubins (and the certificate over them) come from a pinned
+    compiler wherever planner runs."""
+    path = os.environ.get(PIN_VARIABLE)
+    if path:
+        import ctypes
+        try:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError as error:
+            raise CompileError(f"${PIN_VARIABLE} = {path}: cannot be loaded ({error})") from None
+
+
 @cache
 def nvrtc_version() -> tuple[int, int]:
+    _pin()
     from cuda.bindings import nvrtc
 
     return tuple(_checked("nvrtcVersion", *nvrtc.nvrtcVersion()))
@@ -144,6 +162,7 @@ def _checked(call: str, result, *values):
 
 
 def _compile(img: Image, arch: str) -> bytes:
+    _pin()
     from cuda.bindings import nvrtc
 
     included = headers()
