@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.model.config import DEFAULT, Config, Shape
+from planner.model.config import DEFAULT, Shape
 from planner.schedule import build_plan
 
 SEEDS = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"

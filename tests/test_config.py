@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 
 from planner.cli import main
-from planner.model.config import DEFAULT, ConfigError, Shape, from_dict, to_dict, validate
+from planner.model.config import DEFAULT, ConfigError, from_dict, to_dict, validate
 
 
 def test_default_is_the_seed_shape():

@@ -95,7 +95,6 @@ JUNK = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.te
 def fuzz_base() -> dict:
     """A plan small enough to fuzz quickly: one layer, one sequence."""
     from dataclasses import replace
-    from planner.model.config import Shape
     from planner.schedule import build_plan
     from tests.conftest import SMALL
     return to_json(build_plan(replace(SMALL, shape=replace(SMALL.shape, layers=1, batch=1))))

@@ -118,3 +118,42 @@ def test_export_loads_into_the_reference(tiny, tmp_path):
     model = Coppelius(from_dict(TINY), state)
     ids = torch.randint(0, 512, (1, 64))
     assert torch.isfinite(model(ids, ids)).item()
+
+
+def test_ctrl_c_finishes_the_invocation_saves_and_exits(tiny, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    config, data = tiny
+    out = tmp_path / "run"
+    child = subprocess.Popen([sys.executable, "-m", "planner.cli", "train", "--config", str(config), "--data",
+                              str(data), "--out", str(out), "--device", "cpu", "--quiet", "--layout", "placed",
+                              "--steps", "2000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             cwd=os.path.dirname(os.path.dirname(__file__)))
+    for line in child.stdout:
+        if line.startswith("step"):
+            break
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    rest, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert "interrupted: checkpoint after update" in rest
+    from planner.runtime.checkpoint import load
+    from planner.model.config import from_dict
+    saved = load(out / "checkpoint.safetensors", from_dict(TINY))
+    assert saved.step % 2 == 0 and 0 < saved.step < 2000
+
+
+def test_sample_continues_a_prompt(tiny, tmp_path, capsys):
+    pytest.importorskip("torch")
+    from planner.data import tokenizer as tok
+    config, data = tiny
+    assert train(config, data, tmp_path / "run", "--steps", "2") == 0
+    texts = ["def main():\n    return 0\n" * 50, "class A:\n    pass\n" * 50]
+    tok.train(texts, 512).save(str(tmp_path / "tokenizer.json"))
+    capsys.readouterr()
+    assert main(["sample", "--checkpoint", str(tmp_path / "run" / "checkpoint.safetensors"), "--prompt", "def",
+                 "--tokens", "5", "--tokenizer", str(tmp_path / "tokenizer.json")]) == 0
+    assert capsys.readouterr().out.startswith("def")

@@ -3,7 +3,6 @@ and bit-identical training run to run. Skipped where there is no GPU."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from planner.data.batches import Batches
@@ -79,3 +78,14 @@ def test_training_is_bit_identical_run_to_run(gpu, plan):
     assert losses_a == losses_b
     assert params_a == params_b
     assert losses_a[-1] < losses_a[0]
+
+
+def test_a_plan_larger_than_the_device_is_refused(gpu):
+    from dataclasses import replace
+
+    from planner.runtime.cuda import CudaDevice, NoDevice
+    huge = replace(DEFAULT, shape=replace(DEFAULT.shape, batch=256),
+                   run=replace(DEFAULT.run, arena_limit=1 << 40, staging_bytes=32 << 20, copy_piece_bytes=8 << 20))
+    plan = build_plan(huge)
+    with pytest.raises(NoDevice, match="arena needs"):
+        CudaDevice(plan, gpu)

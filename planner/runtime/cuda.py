@@ -19,7 +19,7 @@ from typing import Any
 from planner.runtime import driver
 from planner.runtime.driver import call
 from planner.runtime.nvrtc import compile_image
-from planner.schedule.plan import Address, Plan
+from planner.schedule.plan import Plan
 
 
 class NoDevice(RuntimeError):
@@ -47,6 +47,10 @@ class CudaDevice:
     def __init__(self, plan: Plan, gpu: driver.Device, graphs: bool = True,
                  cubin_hashes: dict[str, str] | None = None):
         self.plan, self.gpu, self.use_graphs = plan, gpu, graphs
+        free, total = call("cuMemGetInfo")
+        if plan.window["arena"].bytes > free:
+            raise NoDevice(f"the plan's arena needs {plan.window['arena'].bytes:,} bytes; the {gpu.name} has "
+                           f"{free:,} free of {total:,}")
         self.kernels = {}
         for img in plan.images:
             cubin = compile_image(img, gpu.arch)

@@ -22,7 +22,6 @@ import numpy as np
 from planner.model import float32 as f32
 from planner.model.config import Config, from_dict
 from planner.runtime.executor import Backend, Executor, RunError
-from planner.schedule.launches import CHECKPOINT_BANKS
 from planner.schedule.plan import Plan, Step
 
 
@@ -142,7 +141,3 @@ class Session:
         diagnostics = np.frombuffer(self.results["result-diagnostics"], "<f4").reshape(-1, tokens).copy()
         return Report(diagnostics, np.frombuffer(self.results["result-record"], "<f4").copy()), checkpoint
 
-
-def checkpoint_bytes(plan: Plan) -> int:
-    """P, M and V: the bytes a checkpoint holds."""
-    return len(CHECKPOINT_BANKS) * plan.plane["parameters"].bytes

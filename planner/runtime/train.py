@@ -223,4 +223,7 @@ def _device(args: argparse.Namespace, plan, certificate):
         gpu = open_gpu()
     except NoDevice as error:
         return _fail(str(error))
-    return CudaDevice(plan, gpu, graphs=not args.no_graphs, cubin_hashes=certificate.cubins or None)
+    try:
+        return CudaDevice(plan, gpu, graphs=not args.no_graphs, cubin_hashes=certificate.cubins or None)
+    except NoDevice as error:
+        return _fail(str(error))

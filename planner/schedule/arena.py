@@ -25,7 +25,6 @@ PARAMETER_ALIGNMENT = 0x100   # cgParameterAlignment
 BANK_ALIGNMENT = 0x1000       # cgBankAlignment
 STAGING_ALIGNMENT = 0x100
 LAYER_ITEMS = ("norm1-gain", "norm1-shift", "qkv", "output", "norm2-gain", "norm2-shift", "up", "gate", "down")
-LAYER_MATRICES = ("qkv", "output", "up", "gate", "down")   # the order of their half copies
 ARENA, STAGING = "arena", "staging"
 # The loss block's windows: the step's loss rows, the embedding's gradient,
 # parameters and first moments (the first `window words` of each).

@@ -15,10 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from planner.kernels.manifest import F32, Image, image, product, transpose
+from planner.kernels.manifest import Image, image, product, transpose
 from planner.model import float32 as f32
 from planner.model.config import Config
-from planner.schedule.arena import ARENA, LAYER_MATRICES, STAGING, Layout
+from planner.schedule.arena import STAGING, Layout
 from planner.schedule.plan import Address, Launch, Slot, launch_accesses
 
 THREADS = 256                 # cgThreads
