@@ -78,11 +78,14 @@ def test_resume_is_bit_identical(tiny, tmp_path):
     (["--steps", "3"], "must be a positive multiple of run.update_pieces"),
     (["--checkpoint-every", "3"], "must be a non-negative multiple"),
     (["--data", "{tmp}/nowhere"], "no such data directory"),
+    (["--data", "{tmp}/corrupt"], "odd size"),
     (["--resume", "{tmp}/missing.safetensors"], "cannot be read"),
     (["--device", "gpu"], "no NVIDIA GPU"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tiny, tmp_path, capsys, args, message):
     config, data = tiny
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "train_000000.bin").write_bytes(b"\x01\x02\x03")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     base = ["train", "--config", str(config), "--data", str(data), "--out", str(tmp_path / "run"), "--quiet",
             "--layout", "placed"]
