@@ -11,7 +11,9 @@ import sys
 from collections import Counter
 from typing import Callable
 
+from planner.data.batches import DataError
 from planner.model.config import DEFAULT, Config, ConfigError, load
+from planner.runtime.checkpoint import CheckpointError
 from planner.schedule.plan import Plan, PlanError
 
 
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
-    except (ConfigError, PlanError, InputError) as error:
+    except (ConfigError, PlanError, InputError, CheckpointError, DataError) as error:
         print(f"planner {args.command}: {error}", file=sys.stderr)
         return 2
     except BrokenPipeError:

@@ -1,4 +1,5 @@
 """`planner export` and `planner sample`: a checkpoint in PyTorch's hands.
+A damaged or foreign checkpoint is the CLI's bad input (one line, exit 2).
 
 export: the parameters as a PyTorch state dict keyed by the plan's entry
 names, which `Coppelius` loads. sample: greedy generation from a checkpoint
@@ -44,13 +45,8 @@ def _parameters(path: str):
 
 
 def export(args: argparse.Namespace) -> int:
-    from planner.runtime.checkpoint import CheckpointError
     torch = _torch()
-    try:
-        config, params = _parameters(args.checkpoint)
-    except CheckpointError as error:
-        print(f"planner export: {error}", file=sys.stderr)
-        return 2
+    config, params = _parameters(args.checkpoint)
     state = {name: torch.from_numpy(value.copy()) for name, value in params.items()}
     out = Path(args.out)
     with tempfile.NamedTemporaryFile(dir=out.parent or Path("."), prefix=f".{out.name}.", delete=False) as f:
@@ -63,13 +59,8 @@ def export(args: argparse.Namespace) -> int:
 def sample(args: argparse.Namespace) -> int:
     from planner.data import tokenizer as tok
     from planner.reference.model import forward
-    from planner.runtime.checkpoint import CheckpointError
     torch = _torch()
-    try:
-        config, params = _parameters(args.checkpoint)
-    except CheckpointError as error:
-        print(f"planner sample: {error}", file=sys.stderr)
-        return 2
+    config, params = _parameters(args.checkpoint)
     if args.tokenizer:
         path = Path(args.tokenizer)
     else:

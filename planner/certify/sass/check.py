@@ -184,7 +184,8 @@ def _ops(function: Function) -> list[_Op]:
     return ops
 
 
-def _reachable(flow: ControlFlow) -> set[int]:
+def reachable(flow: ControlFlow) -> set[int]:
+    """The blocks the entry reaches."""
     seen, stack = {0}, [0]
     while stack:
         for successor in flow.successors[stack.pop()]:
@@ -469,7 +470,7 @@ def check_function(function: Function, model: ArchModel) -> KernelVerdict:
     arch = model.arch
     unknowns = [Unknown(function.name, arch, 0, "", problem) for problem in flow.problems]
     candidates: list[_Candidate] = []
-    for index in sorted(_reachable(flow)):
+    for index in sorted(reachable(flow)):
         op = ops[index]
         instruction = op.instruction
         if op.writes:

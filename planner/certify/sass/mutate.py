@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
+from .check import reachable
 from .cubin import decode_control, encode_control, parse_cubin, patch_word
 from .disasm import Function, Instruction, control_flow, disassemble
 from .latency import ArchModel, LatencyModel, default_model
@@ -83,14 +84,7 @@ def _plans(function: Function, model: ArchModel):
 
 
 def _reachable(function: Function) -> set[int]:
-    flow = control_flow(function)
-    seen, stack = {0}, [0]
-    while stack:
-        for successor in flow.successors[stack.pop()]:
-            if successor not in seen:
-                seen.add(successor)
-                stack.append(successor)
-    return seen
+    return reachable(control_flow(function))
 
 
 def _run(code: list[Instruction], index: int):
