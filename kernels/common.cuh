@@ -72,30 +72,29 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// The block's sum, the warps' sums added in warp order; every thread gets it.
-// `scratch` holds one word per warp; it is free again when this returns.
-template <int WARPS>
-__device__ __forceinline__ float block_sum(float v, float (&scratch)[WARPS]) {
-  v = warp_sum(v);
+// The block's reduction by `combine` (the warp's, then the warps' results
+// combined in warp order); every thread gets it. `scratch` holds one word per
+// warp; it is free again when this returns.
+template <int WARPS, typename Warp, typename Combine>
+__device__ __forceinline__ float block_reduce(float v, float (&scratch)[WARPS], Warp warp, Combine combine) {
+  v = warp(v);
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
   __syncthreads();
   float total = scratch[0];
 #pragma unroll
-  for (int w = 1; w < WARPS; ++w) total += scratch[w];
+  for (int w = 1; w < WARPS; ++w) total = combine(total, scratch[w]);
   __syncthreads();
   return total;
 }
 
 template <int WARPS>
+__device__ __forceinline__ float block_sum(float v, float (&scratch)[WARPS]) {
+  return block_reduce(v, scratch, [](float x) { return warp_sum(x); }, [](float a, float b) { return a + b; });
+}
+
+template <int WARPS>
 __device__ __forceinline__ float block_max(float v, float (&scratch)[WARPS]) {
-  v = warp_max(v);
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float total = scratch[0];
-#pragma unroll
-  for (int w = 1; w < WARPS; ++w) total = fmaxf(total, scratch[w]);
-  __syncthreads();
-  return total;
+  return block_reduce(v, scratch, [](float x) { return warp_max(x); }, [](float a, float b) { return fmaxf(a, b); });
 }
 
 // ---- asynchronous copies and matrix fragments ----
