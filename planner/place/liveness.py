@@ -30,12 +30,12 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Iterator
 
+from planner.schedule.arena import ARENA
 from planner.schedule.plan import HOST_READ, HOST_WRITE, SUBMIT, Plan, PlanError
 
 # The banks and the half copies: the runtime's checkpoint and AdamW treat
 # each as one block at a fixed place.
 BANKS = ("parameters", "gradients", "first-moments", "second-moments", "half-copies")
-ARENA = "arena"
 # The strongest alignment a moved tensor keeps (a page, as the seed's planes).
 MAX_ALIGNMENT = 0x1000
 

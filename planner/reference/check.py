@@ -16,7 +16,7 @@ def plan_gradients(session: Session, run_launches, read_arena, ids: np.ndarray, 
     Returns the loss, each entry's gradient and the parameters they belong to."""
     plan, config = session.plan, session.config
     submission = plan.submissions[session.groups["update"][0]]
-    session._ids(ids, targets)
+    session.set_inputs(ids, targets)
     for plane in ("input-ids", "input-targets"):
         session.device.write("staging", plan.plane[plane].offset, session.inputs[plane])
     launches = [i for i in submission.launches() if i < session.adamw[0]]

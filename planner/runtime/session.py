@@ -70,7 +70,8 @@ class Session:
             self.chunks.append(data)
         self.results[plane] = data
 
-    def _ids(self, ids: np.ndarray, targets: np.ndarray | None = None) -> None:
+    def set_inputs(self, ids: np.ndarray, targets: np.ndarray | None = None) -> None:
+        """What the host writes to the ids (and targets) planes next."""
         self.inputs["input-ids"] = np.ascontiguousarray(ids, "<i4").tobytes()
         if targets is not None:
             self.inputs["input-targets"] = np.ascontiguousarray(targets, "<i4").tobytes()
@@ -93,7 +94,7 @@ class Session:
             self.inputs["checkpoint-window"] = fresh if checkpoint is None else checkpoint[c * size:c * size + len(fresh)]
             self.executor.issue(load)
         self.chunks.clear()
-        self._ids(ids)
+        self.set_inputs(ids)
         self.executor.issue(self.groups["prediction"][0])
         self.executor.collect()
         return np.frombuffer(self.results["result-predictions"], "<u4").copy()
@@ -106,7 +107,7 @@ class Session:
         self.device.patch(self.adamw[k], {
             "step_size": f32.adam_step_size(t, lr.learning_rate, lr.beta1, lr.beta2),
             "epsilon": f32.adam_epsilon(t, lr.epsilon * lr.loss_scale, lr.beta2)})
-        self._ids(ids, targets)
+        self.set_inputs(ids, targets)
         self.executor.issue(self.groups["update"][k])
         self.executor.collect()
         self.step += 1
@@ -114,7 +115,7 @@ class Session:
 
     def evaluate(self, ids: np.ndarray, targets: np.ndarray) -> float:
         """The mean loss on a batch, without an update (between invocations)."""
-        self._ids(ids, targets)
+        self.set_inputs(ids, targets)
         self.executor.issue(self.groups["evaluate"][0])
         self.executor.collect()
         return float(np.frombuffer(self.results["result-diagnostics"], "<f4").astype(np.float64).mean())
@@ -132,7 +133,7 @@ class Session:
 
     def finish(self, ids: np.ndarray) -> tuple[Report, bytes]:
         """The final forward on `ids`, the last checkpoint, the report put back."""
-        self._ids(ids)
+        self.set_inputs(ids)
         self.executor.issue(self.groups["final"][0])
         checkpoint = self.save()
         self.executor.issue(self.groups["restore"][0])

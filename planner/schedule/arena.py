@@ -17,6 +17,7 @@ column; the staging window's layout, which the seed imports, is ours.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from planner.model.config import Config, ConfigError
 from planner.schedule.plan import DEVICE, HOST_MAPPED, Phase, Plane, Window
@@ -100,7 +101,7 @@ class Layout:
     def entry(self, name: str) -> Entry:
         return self._entry_map[name]
 
-    @property
+    @cached_property
     def _entry_map(self) -> dict[str, Entry]:
         return {e.name: e for e in self.entries}
 
