@@ -130,16 +130,37 @@ def synchronize() -> None:
 
 def seconds_per_launch(kernel: Kernel, grid: tuple[int, int, int], block: int, shared_bytes: int,
                        parameters: bytes, repeats: int) -> float:
-    """The mean device time of `repeats` launches back to back, by events."""
+    """The device time of one launch (see seconds_per_round)."""
+    return seconds_per_round([(kernel, grid, block, shared_bytes, parameters)], repeats)
+
+
+def seconds_per_round(launches: list[tuple[Kernel, tuple[int, int, int], int, int, bytes]], repeats: int) -> float:
+    """The device time of one round of `launches` (kernel, grid, block, shared
+    bytes, parameters): `repeats` rounds captured back to back as one graph
+    (the gaps the plan's graphs have, not a Python loop's), replayed once to
+    warm up and once between events."""
     flags = _driver().CUevent_flags.CU_EVENT_DEFAULT
+    stream = call("cuStreamCreate", 0)
     start, stop = call("cuEventCreate", flags), call("cuEventCreate", flags)
+    graph = executable = None
     try:
-        call("cuEventRecord", start, 0)
+        call("cuStreamBeginCapture", stream, _driver().CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         for _ in range(repeats):
-            launch(kernel, grid, block, shared_bytes, parameters)
-        call("cuEventRecord", stop, 0)
+            for kernel, grid, block, shared_bytes, parameters in launches:
+                launch(kernel, grid, block, shared_bytes, parameters, stream)
+        graph = call("cuStreamEndCapture", stream)
+        executable = call("cuGraphInstantiate", graph, 0)
+        call("cuGraphLaunch", executable, stream)
+        call("cuEventRecord", start, stream)
+        call("cuGraphLaunch", executable, stream)
+        call("cuEventRecord", stop, stream)
         call("cuEventSynchronize", stop)
         return call("cuEventElapsedTime", start, stop) / 1000 / repeats
     finally:
+        if executable is not None:
+            call("cuGraphExecDestroy", executable)
+        if graph is not None:
+            call("cuGraphDestroy", graph)
         call("cuEventDestroy", start)
         call("cuEventDestroy", stop)
+        call("cuStreamDestroy", stream)
