@@ -17,10 +17,15 @@ less: the certificate is sound only if the kernel honours the manifest.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from math import ceil
 from typing import Callable, Mapping
 
+# The architectures every image is built for: the seeds' card and the card we measure on.
+ARCHS = ("sm_86", "sm_90")
 POINTER, U32, F32 = "pointer", "u32", "f32"
 READ, WRITE, READ_WRITE = "read", "write", "read-write"
 HALF_BYTES = 2
@@ -96,7 +101,13 @@ _GELU_SCALARS = "sqrt_two_over_pi:f32 cubic:f32 half:f32 one:f32 cubic_slope:f32
 
 
 def _product_shared(c: Constants) -> int:
-    return c["stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * HALF_BYTES
+    """Each K group's ring of stages; the later groups' accumulators reuse it."""
+    rings = c["k_groups"] * c["stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * HALF_BYTES
+    return max(rings, (c["k_groups"] - 1) * c["block_m"] * c["block_n"] * 4)
+
+
+def _product_block(c: Constants) -> int:
+    return c["warps_m"] * c["warps_n"] * 32 * c["k_groups"]
 
 
 def _product_extents(c: Constants, s: Scalars) -> dict[str, int]:
@@ -145,7 +156,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
         | {"gamma": c["width"] * 4, "statistics": c["rows"] * 8},
         constants=("rows", "width")),
     Family("layernorm-parameters", _args("gamma_gradient:w dy:r x_hat:r beta_gradient:w"),
-           _fixed(256), lambda c, s: (_blocks(c["width"], 32), 1, 1),
+           _fixed(256), lambda c, s: (c["width"] // 4, 1, 1),
            lambda c, s: {"gamma_gradient": c["width"] * 4, "beta_gradient": c["width"] * 4,
                          "dy": c["rows"] * c["width"] * 4, "x_hat": c["rows"] * c["width"] * 4},
            constants=("rows", "width")),
@@ -207,7 +218,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            registers=64, constants=("rows", "vocab")),
     Family("cross-entropy-backward", _args(
         "gradient:w logits:r loss:r correct:r targets:r log2e:f32 gradient_scale:f32"),
-        _fixed(128), lambda c, s: (c["rows"], c["vocab"] // 128, 1),
+        _fixed(256), lambda c, s: (c["rows"], 1, 1),
         lambda c, s: {"gradient": c["rows"] * c["vocab"] * 4, "logits": c["rows"] * c["vocab"] * 4,
                       "loss": c["rows"] * 4, "correct": c["rows"] * 4, "targets": c["rows"] * 4},
         constants=("rows", "vocab")),
@@ -236,16 +247,16 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                       "gated_gradient": s["elements"] * 4, "gelu": s["elements"] * 4,
                       "up": s["elements"] * 4, "gate": s["elements"] * 4},
         constants=("half",)),
-    Family("tiled", _args("c:w a:r b:r"), lambda c: c["warps_m"] * c["warps_n"] * 32,
+    Family("tiled", _args("c:w a:r b:r"), _product_block,
            lambda c, s: (c["n"] // c["block_n"], c["m"] // c["block_m"], 1), _product_extents,
            registers=255, shared=_product_shared,
            constants=("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
-                      "stages", "warps_m", "warps_n", "half")),
-    Family("tiled-add", _args("c:w a:r b:r r:r"), lambda c: c["warps_m"] * c["warps_n"] * 32,
+                      "stages", "warps_m", "warps_n", "k_groups", "half")),
+    Family("tiled-add", _args("c:w a:r b:r r:r"), _product_block,
            lambda c, s: (c["n"] // c["block_n"], c["m"] // c["block_m"], 1), _product_extents,
            registers=255, shared=_product_shared, source="tiled",
            constants=("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
-                      "stages", "warps_m", "warps_n", "half")),
+                      "stages", "warps_m", "warps_n", "k_groups", "half")),
 ]}
 
 
@@ -326,13 +337,24 @@ class Tile:
     stages: int
     warps_m: int
     warps_n: int
+    k_groups: int = 1
     block_k: int = 32
 
+    def shared(self) -> int:
+        return _product_shared({"k_groups": self.k_groups, "stages": self.stages, "block_m": self.block_m,
+                                "block_n": self.block_n, "block_k": self.block_k})
 
-# block M x block N x stages, warps along M x N (the seed's candidates 0..7)
+
+# block M x block N x stages, warps along M x N: the seed's candidates 0..7,
+# then ours: K groups that split a long K inside the block (8..13), steps of
+# 64 along K (half the waits per product), and warp tiles of 64 x 64 (18)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
+    Tile(64, 64, 4, 2, 2, 2), Tile(64, 64, 3, 2, 2, 4), Tile(128, 64, 4, 4, 2, 2), Tile(64, 128, 4, 2, 4, 2),
+    Tile(128, 128, 2, 2, 4, 2), Tile(64, 64, 2, 2, 2, 4),
+    Tile(128, 128, 3, 2, 4, block_k=64), Tile(64, 64, 4, 2, 2, block_k=64), Tile(128, 64, 4, 4, 2, block_k=64),
+    Tile(64, 128, 4, 2, 4, block_k=64), Tile(128, 128, 3, 2, 2), Tile(64, 64, 3, 2, 2, 2, block_k=64),
 )
 # Shared memory one block may take on every card the images serve (sm_86's opt-in limit).
 SHARED_LIMIT = 99 * 1024
@@ -341,39 +363,63 @@ FILL_BLOCKS = 132
 
 
 def tile_serves(t: Tile, m: int, n: int, k: int) -> bool:
-    """A tile serves a product when it divides C, its k-steps divide K and its
-    stages fit the shared memory (the seed's coppeliusTiledTileServes)."""
-    shared = t.stages * (t.block_m + t.block_n) * t.block_k * HALF_BYTES
-    return m % t.block_m == 0 and n % t.block_n == 0 and k % t.block_k == 0 and shared <= SHARED_LIMIT
+    """A tile serves a product when it divides C, its K groups take whole
+    k-steps of K and its stages fit the shared memory (the seed's
+    coppeliusTiledTileServes, with the groups)."""
+    return (m % t.block_m == 0 and n % t.block_n == 0 and k % (t.block_k * t.k_groups) == 0
+            and t.shared() <= SHARED_LIMIT)
 
 
-# Measured on the H200 (products of the default shape): the four-stage tiles,
-# largest first, are fastest whenever they give the device a full wave.
+# Without a recorded choice: the seed's four-stage tiles, largest first, are
+# fastest on the H200 whenever they give the device a full wave.
 TILE_PREFERENCE = (0, 4, 5, 2)
 
 
-def choose_tile(m: int, n: int, k: int) -> int:
-    """The candidate a product takes: the first preferred tile that serves it
-    and gives the device a full wave of blocks; else the serving tile with
-    the most blocks (then the most stages)."""
+def product_key(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool) -> str:
+    return f"{a_layout}{b_layout}-m{m}-n{n}-k{k}" + ("-add" if residual else "")
+
+
+@cache
+def recorded_tiles() -> dict[str, int]:
+    """The tile each product shape measured fastest with on the device
+    (`scripts/tile_sweep.py` writes kernels/tiles.json; the seed records its
+    choices the same way, coppeliusTiledChoiceFor)."""
+    table = json.loads(resources.files("planner.kernels").joinpath("tiles.json").read_text())
+    return {key: row["tile"] for key, row in table["choices"].items()}
+
+
+def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool) -> int:
+    """The candidate a product takes: its recorded choice where one serves it;
+    else the first preferred tile that gives the device a full wave of
+    blocks; else the serving tile with the most blocks (then stages)."""
     serving = [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k)]
     if not serving:
         raise ImageError(f"no tile serves the product m={m} n={n} k={k}")
+    recorded = recorded_tiles().get(product_key(a_layout, b_layout, m, n, k, residual))
+    if recorded in serving:
+        return recorded
     blocks = lambda i: (m // TILE_CANDIDATES[i].block_m) * (n // TILE_CANDIDATES[i].block_n)
     for i in TILE_PREFERENCE:
         if i in serving and blocks(i) >= FILL_BLOCKS:
             return i
-    return max(serving, key=lambda i: (blocks(i), TILE_CANDIDATES[i].stages))
+    return max((i for i in serving if TILE_CANDIDATES[i].k_groups == 1),
+               key=lambda i: (blocks(i), TILE_CANDIDATES[i].stages))
 
 
 def product(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str) -> Image:
     """C (m x n, binary32) = A B (+ R): A rows (m x k) or columns (k x m),
     B rows (n x k, i.e. B^T) or columns (k x n); operands in the half format."""
-    t = TILE_CANDIDATES[choose_tile(m, n, k)]
-    name = f"tiled-{a_layout}{b_layout}-m{m}-n{n}-k{k}" + ("-add" if residual else "")
+    return tiled_image(a_layout, b_layout, m, n, k, residual, half, choose_tile(a_layout, b_layout, m, n, k, residual))
+
+
+def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str,
+                tile: int) -> Image:
+    """The product's image with one candidate tile (the sweep tries each)."""
+    t = TILE_CANDIDATES[tile]
+    name = "tiled-" + product_key(a_layout, b_layout, m, n, k, residual)
     return image("tiled-add" if residual else "tiled", name, a_layout=a_layout, b_layout=b_layout, m=m, n=n,
                  k=k, residual=int(residual), block_m=t.block_m, block_n=t.block_n, block_k=t.block_k,
-                 stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, half=half)
+                 stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, half=half)
 
 
 def transpose(groups: int, rows: int, columns: int) -> Image:

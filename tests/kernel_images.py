@@ -3,7 +3,7 @@ the kernel tests."""
 
 from __future__ import annotations
 
-from planner.kernels.manifest import FAMILIES, Image, image, product, transpose
+from planner.kernels.manifest import FAMILIES, TILE_CANDIDATES, Image, image, product, tiled_image, transpose
 from planner.model.config import Shape
 
 DEFAULT = Shape()
@@ -72,9 +72,18 @@ def bfloat16_images() -> list[Image]:
     return chosen + [products(GROUPED, "bfloat16")[i] for i in (0, 1, 5, 8, 11)]
 
 
-# (case name, shape, image): the default shape, the small shape, the bfloat16 cases
+def tile_images() -> list[Image]:
+    """Every candidate tile, whether or not a shape records it: one product of
+    each, the operand layouts and the residual taken in turn."""
+    layouts = ("rr", "rc", "cc")
+    return [tiled_image(*layouts[i % 3], 256, 256, 512, i % 2 == 1, "binary16", i) for i in range(len(TILE_CANDIDATES))]
+
+
+# (case name, shape, image): the default shape, the small shape, the bfloat16
+# cases, every tile
 CASES: list[tuple[str, Shape, Image]] = (
     [(f"default-{i.name}", DEFAULT, i) for i in all_images(DEFAULT, "binary16")]
     + [(f"small-{i.name}", SMALL, i) for i in all_images(SMALL, "binary16")]
     + [(f"bfloat16-{i.name}", GROUPED, i) for i in bfloat16_images()]
+    + [(f"tile-{n}-{i.name}", SMALL, i) for n, i in enumerate(tile_images())]
 )

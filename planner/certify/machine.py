@@ -9,10 +9,9 @@ import hashlib
 from typing import Iterable
 
 from planner.certify.findings import MachineFindings, Violation
+from planner.kernels.manifest import ARCHS
 from planner.schedule.plan import Plan
 
-# The seeds' card and the card we measure on.
-ARCHS = ("sm_86", "sm_90")
 NAME = "machine-code"
 
 

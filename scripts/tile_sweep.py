@@ -1,0 +1,167 @@
+"""Measure every product of the default model (1 and 8 sequences a step)
+with every tile that serves it, beside torch.matmul (cuBLAS) on the same
+operands, and record the fastest tile per shape in kernels/tiles.json.
+
+    python3 scripts/tile_sweep.py OUT_DIR [--write kernels/tiles.json]
+
+A candidate whose image takes local memory on an architecture the images
+serve (sm_86, sm_90) is timed but never chosen. Each candidate is checked
+before it is timed: fresh random operands (never
+zeros), C poisoned with NaN, the relative error against a float64 product on
+the GPU must be under 1e-4. A time is one launch's share of a graph of
+REPEATS launches back to back (the plan's own gaps); the anchor is
+torch.matmul with half output timed the same way (a captured CUDA graph).
+Needs a GPU, torch and the planner (no Z3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from planner.kernels.manifest import ARCHS, TILE_CANDIDATES, product_key, tile_serves, tiled_image
+from planner.model.config import DEFAULT
+from planner.runtime import driver
+from planner.runtime.cubin_info import kernel_info
+from planner.runtime.nvrtc import compile_image
+from planner.schedule import build_plan
+
+REPEATS = 20
+BOUND = 1e-4
+DTYPES = {"binary16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def shapes(batches: list[int]) -> dict[str, tuple]:
+    """key -> (a layout, b layout, m, n, k, residual, half) of every product the plans launch."""
+    out = {}
+    for batch in batches:
+        plan = build_plan(replace(DEFAULT, shape=replace(DEFAULT.shape, batch=batch)))
+        for img in plan.image.values():
+            if img.family.startswith("tiled"):
+                c = img.constant_map
+                shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"])
+                out[product_key(*shape[:6])] = shape
+    return out
+
+
+def candidates(shape: tuple) -> list[int]:
+    a_layout, b_layout, m, n, k, residual, half = shape
+    return [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k)]
+
+
+def _compile(job: tuple) -> None:
+    shape, tile, arch = job
+    compile_image(tiled_image(*shape, tile), arch)
+
+
+def precompile(all_shapes: list[tuple], arch: str) -> None:
+    """Every candidate's cubin into the cache, on every core, before CUDA is
+    initialised in this process (the workers are forked)."""
+    jobs = [(shape, tile, arch) for shape in all_shapes for tile in candidates(shape)]
+    with ProcessPoolExecutor() as pool:
+        list(pool.map(_compile, jobs))
+    print(f"{len(jobs)} images compiled", flush=True)
+
+
+def choose(shape: tuple, row: dict) -> int:
+    """The fastest tile within the error bound whose image uses no local
+    memory on any architecture the images serve."""
+    for tile in sorted(row["tiles"], key=lambda i: row["tiles"][i]["us"]):
+        img = tiled_image(*shape, int(tile))
+        if row["tiles"][tile]["error"] < BOUND and all(
+                kernel_info(compile_image(img, arch)).frame_bytes == 0 for arch in ARCHS):
+            return int(tile)
+    raise SystemExit(f"no tile computes {shape} within {BOUND} without local memory")
+
+
+def graph_us(work) -> float:
+    """One call's share of a captured graph of REPEATS calls."""
+    work()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(REPEATS):
+            work()
+    graph.replay()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    graph.replay()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) * 1e3 / REPEATS
+
+
+def sweep_one(device, a_layout, b_layout, m, n, k, residual, half) -> dict:
+    dtype = DTYPES[half]
+    a = torch.randn((k, m) if a_layout == "c" else (m, k), device="cuda").to(dtype)
+    b = torch.randn((k, n) if b_layout == "c" else (n, k), device="cuda").to(dtype)
+    r = torch.randn((m, n), device="cuda") if residual else None
+    left = a.t() if a_layout == "c" else a            # m x k
+    right = b if b_layout == "c" else b.t()           # k x n
+    expected = left.double() @ right.double() + (r.double() if residual else 0)
+    row = {"torch_us": graph_us(lambda: torch.matmul(left, right)), "tiles": {}}
+    for tile in candidates((a_layout, b_layout, m, n, k, residual, half)):
+        img = tiled_image(a_layout, b_layout, m, n, k, residual, half, tile)
+        c = torch.full((m, n), float("nan"), device="cuda")
+        pointers = {"c": c.data_ptr(), "a": a.data_ptr(), "b": b.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
+        block = bytearray(img.parameter_bytes)
+        for argument, offset in zip(img.arguments, img.offsets):
+            block[offset:offset + 8] = pointers[argument.name].to_bytes(8, "little")
+        kernel = driver.load_kernel(compile_image(img, device.arch), img.shared_bytes)
+        try:
+            grid = img.grid({})
+            driver.launch(kernel, grid, img.block, img.shared_bytes, bytes(block))
+            driver.synchronize()
+            error = float(torch.linalg.norm(c.double() - expected) / torch.linalg.norm(expected))
+            us = driver.seconds_per_launch(kernel, grid, img.block, img.shared_bytes, bytes(block), REPEATS) * 1e6
+        finally:
+            driver.unload_kernel(kernel)
+        row["tiles"][tile] = {"us": us, "error": error}
+        if not error < BOUND:   # never chosen; the sweep goes on so that the table shows every wrong tile
+            print(f"tile {tile} on {a_layout}{b_layout} {m}x{n}x{k}: relative error {error:.2e}", flush=True)
+    return row
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out", type=Path)
+    p.add_argument("--batches", default="1,8")
+    p.add_argument("--write", type=Path, help="the tiles table to write")
+    p.add_argument("--measured", type=Path, help="choose from an earlier run's tile-sweep.json (no GPU)")
+    args = p.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    products = shapes([int(b) for b in args.batches.split(",")])
+    if args.measured:
+        measured = json.loads(args.measured.read_text())
+        results, device_name = measured["shapes"], measured["device"]
+    else:
+        precompile(list(products.values()), "sm_90")
+        device = driver.open_device()
+        if device.arch not in ARCHS:
+            raise SystemExit(f"the device is {device.arch}, not one of {ARCHS}")
+        torch.cuda.init()
+        results = {key: sweep_one(device, *shape) for key, shape in products.items()}
+        device_name = device.name
+        driver.close_device(device)
+        (args.out / "tile-sweep.json").write_text(json.dumps({"device": device_name, "shapes": results}, indent=1))
+    choices = {}
+    for key, row in results.items():
+        tile = choose(products[key], row)
+        best = row["tiles"][str(tile) if str(tile) in row["tiles"] else tile]["us"]
+        choices[key] = {"tile": tile, "us": round(best, 2), "cublas_us": round(row["torch_us"], 2)}
+        print(f"{key:28s} tile {tile:2d} {best:7.1f} us  cuBLAS {row['torch_us']:7.1f} us  "
+              f"ratio {row['torch_us'] / best:5.2f}  ({len(row['tiles'])} tiles)", flush=True)
+    if args.write:
+        table = {"device": device_name, "method": " ".join(__doc__.split("\n\n")[2].split()),
+                 "choices": dict(sorted(choices.items()))}
+        args.write.write_text(json.dumps(table, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
