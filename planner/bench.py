@@ -41,9 +41,11 @@ def _batch(config: Config, rng: np.random.Generator) -> tuple[np.ndarray, np.nda
     return ids[:, :-1].astype(np.int32), ids[:, 1:].astype(np.int32)
 
 
-def plan_step_ms(plan, gpu, cubin_hashes: dict[str, str] | None = None) -> tuple[float, list[float], np.ndarray]:
+def plan_step_ms(plan, gpu, cubin_hashes: dict[str, str] | None = None
+                 ) -> tuple[float, list[float], np.ndarray, dict[str, tuple[int, float, float]]]:
     """Median ms per update of a plan (the caller certifies it); also the
-    losses, and the parameters it started from (for the anchor)."""
+    losses, the parameters it started from (for the anchor), and the update
+    submission's kernel times (kernel_times)."""
     from planner.model.config import from_dict
     from planner.runtime.cuda import CudaDevice
     from planner.runtime.session import Session
@@ -63,9 +65,10 @@ def plan_step_ms(plan, gpu, cubin_hashes: dict[str, str] | None = None) -> tuple
             losses.append(session.update(ids, targets))
             if i >= WARMUP:
                 times.append((time.perf_counter() - began) * 1e3)
+        kernels = kernel_times(plan, device, session.groups["update"][0])
     finally:
         device.close()
-    return statistics.median(times), losses, parameters
+    return statistics.median(times), losses, parameters, kernels
 
 
 def torch_step_ms(config: Config, parameters: np.ndarray, setup: str) -> float:
@@ -170,6 +173,108 @@ def kernel_times(plan, device, submission: int, repeat: int = 20) -> dict[str, t
     return out
 
 
+def _parameters(img, values: dict[str, int | float]) -> bytes:
+    """An image's parameter block from pointers (ints) and binary32 scalars (floats)."""
+    import struct
+
+    block = bytearray(img.parameter_bytes)
+    for argument, offset in zip(img.arguments, img.offsets):
+        value = values[argument.name]
+        if isinstance(value, float):
+            struct.pack_into("<f", block, offset, value)
+        else:
+            struct.pack_into("<Q", block, offset, value)
+    return bytes(block)
+
+
+def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float]:
+    """One layer's streaming attention (forward, query and key launches) beside
+    PyTorch's SDPA forward + backward (causal) on the same random operands,
+    each timed as a graph of `repeats` rounds; with the two outputs' relative
+    difference, to show it is the same computation."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    from planner.kernels.manifest import image
+    from planner.runtime import driver
+    from planner.runtime.nvrtc import compile_image
+
+    s, half = config.shape, config.learner.half
+    dtype = {"binary16": torch.float16, "bfloat16": torch.bfloat16}[half]
+    b, h, kv, t = s.batch, s.heads, s.kv_heads, s.seq
+    q, k, v, d_out = (torch.randn(b, n, t, 64, device="cuda").to(dtype) for n in (h, kv, kv, h))
+    transposed = lambda x: x.transpose(-1, -2).contiguous()
+    planes = {"q": q, "k": k, "v": v, "d_out": d_out, "k_t": transposed(k), "v_t": transposed(v),
+              "q_t": transposed(q), "d_out_t": transposed(d_out),
+              "out": torch.empty(b, t, h * 64, device="cuda", dtype=dtype),
+              "log_sum_exp": torch.empty(b, h, t, device="cuda"), "row_terms": torch.empty(b, h, t, device="cuda"),
+              "d_q": torch.empty(b, h, t, 64, device="cuda"), "d_k": torch.empty(b, kv, t, 64, device="cuda"),
+              "d_v": torch.empty(b, kv, t, 64, device="cuda")}
+    values = {name: x.data_ptr() for name, x in planes.items()} | {
+        "stream_scale": math.log2(math.e) / math.sqrt(64), "score_scale": 1 / math.sqrt(64)}
+    launches, kernels = [], []
+    try:
+        for family in ("attention-forward", "attention-query", "attention-key"):
+            img = image(family, batch=b, seq=t, heads=h, kv_heads=kv, half=half)
+            kernel = driver.load_kernel(compile_image(img, gpu.arch), img.shared_bytes)
+            kernels.append(kernel)
+            launches.append((kernel, img.grid({}), img.block, img.shared_bytes, _parameters(img, values)))
+        for launch in launches:
+            driver.launch(*launch)
+        driver.synchronize()
+        ours_us = driver.seconds_per_round(launches, repeats) * 1e6
+    finally:
+        for kernel in kernels:
+            driver.unload_kernel(kernel)
+
+    # SDPA's flash kernels, forward and backward, called as SDPA calls them
+    # for these operands (causal, no mask, half precision); K and V repeated
+    # for grouped heads as SDPA's enable_gqa does
+    k_full, v_full = (x.repeat_interleave(h // kv, dim=1) for x in (k, v))
+    flash = torch.ops.aten._scaled_dot_product_flash_attention
+    flash_backward = torch.ops.aten._scaled_dot_product_flash_attention_backward
+
+    def sdpa():
+        out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = flash(q, k_full, v_full, 0.0, True, False,
+                                                                     scale=1 / math.sqrt(64))
+        flash_backward(d_out, q, k_full, v_full, out, lse, cum_q, cum_k, max_q, max_k, 0.0, True, seed, offset,
+                       scale=1 / math.sqrt(64))
+        return out
+
+    reference = F.scaled_dot_product_attention(q, k_full, v_full, is_causal=True).float()
+    ours = planes["out"].view(b, t, h, 64).transpose(1, 2).float()
+    difference = float(torch.linalg.norm(ours - reference) / torch.linalg.norm(reference))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        sdpa()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(repeats):
+            sdpa()
+    graph.replay()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    graph.replay()
+    stop.record()
+    stop.synchronize()
+    sdpa_us = start.elapsed_time(stop) * 1e3 / repeats
+    return {"attention_us": ours_us, "sdpa_us": sdpa_us, "output_difference": difference}
+
+
+def _print_kernels(row: dict, top: int = 12) -> None:
+    kernels = row["kernels"]
+    total, floor = sum(k["us"] for k in kernels.values()), sum(k["floor_us"] for k in kernels.values())
+    print(f"{row['tokens']} tokens/step: {sum(k['launches'] for k in kernels.values())} launches, kernels "
+          f"{total / 1e3:.2f} ms against floors of {floor / 1e3:.2f} ms; step {row['plan_ms']:.2f} ms", flush=True)
+    for name, k in sorted(kernels.items(), key=lambda kv: -kv[1]["us"])[:top]:
+        print(f"  {name:36s} {k['launches']:4d} x {k['us'] / k['launches']:8.1f} us  floor "
+              f"{k['floor_us'] / k['launches']:7.1f}  ({k['us'] / max(k['floor_us'], 1e-9):4.1f}x)", flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from planner.certify import demand_certificate
     from planner.cli import read_config
@@ -187,12 +292,14 @@ def run(args: argparse.Namespace) -> int:
         config = replace(base, shape=replace(base.shape, batch=batch))
         plan = build_plan(config)
         certificate = demand_certificate(plan)
-        ours, losses, parameters = plan_step_ms(plan, gpu, certificate.cubins or None)
-        row = {"batch": batch, "tokens": config.shape.tokens, "plan_ms": ours, "plan_losses": losses[:3]}
+        ours, losses, parameters, kernels = plan_step_ms(plan, gpu, certificate.cubins or None)
+        row = {"batch": batch, "tokens": config.shape.tokens, "plan_ms": ours, "plan_losses": losses[:3],
+               "kernels": {name: {"launches": n, "us": us, "floor_us": floor} for name, (n, us, floor) in kernels.items()}}
+        row |= attention_vs_sdpa(config, gpu)
         for setup in args.anchors.split(","):
             row[f"torch_{setup}_ms"] = torch_step_ms(config, parameters, setup)
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        _print_kernels(row)
     print(f"\n{'tokens/step':>12} {'plan ms':>9} " + " ".join(f"{s:>16}" for s in args.anchors.split(",")))
     for row in rows:
         cells = []
@@ -200,6 +307,11 @@ def run(args: argparse.Namespace) -> int:
             t = row[f"torch_{setup}_ms"]
             cells.append(f"{t:7.2f} ({row['plan_ms'] / t:4.2f}x)")
         print(f"{row['tokens']:>12} {row['plan_ms']:9.2f} " + " ".join(f"{c:>16}" for c in cells))
+    print(f"\n{'tokens/step':>12} {'attention us':>13} {'SDPA us':>9} {'speed-up':>9} {'out. diff.':>10}  (a layer, "
+          "forward + backward)")
+    for row in rows:
+        print(f"{row['tokens']:>12} {row['attention_us']:13.1f} {row['sdpa_us']:9.1f} "
+              f"{row['sdpa_us'] / row['attention_us']:8.2f}x {row['output_difference']:10.1e}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
