@@ -251,12 +251,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: (c["n"] // c["block_n"], c["m"] // c["block_m"], 1), _product_extents,
            registers=255, shared=_product_shared,
            constants=("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
-                      "stages", "warps_m", "warps_n", "k_groups", "half")),
+                      "stages", "warps_m", "warps_n", "k_groups", "wgmma", "half")),
     Family("tiled-add", _args("c:w a:r b:r r:r"), _product_block,
            lambda c, s: (c["n"] // c["block_n"], c["m"] // c["block_m"], 1), _product_extents,
            registers=255, shared=_product_shared, source="tiled",
            constants=("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
-                      "stages", "warps_m", "warps_n", "k_groups", "half")),
+                      "stages", "warps_m", "warps_n", "k_groups", "wgmma", "half")),
 ]}
 
 
@@ -339,6 +339,7 @@ class Tile:
     warps_n: int
     k_groups: int = 1
     block_k: int = 32
+    wgmma: int = 0    # warpgroup products on sm_90 (a warpgroup per 64 rows)
 
     def shared(self) -> int:
         return _product_shared({"k_groups": self.k_groups, "stages": self.stages, "block_m": self.block_m,
@@ -347,7 +348,9 @@ class Tile:
 
 # block M x block N x stages, warps along M x N: the seed's candidates 0..7,
 # then ours: K groups that split a long K inside the block (8..13), steps of
-# 64 along K (half the waits per product), and warp tiles of 64 x 64 (18)
+# 64 along K (half the waits per product), warp tiles of 64 x 64 (18), and
+# Hopper's warpgroup products, which other cards run as mma.sync (20..31;
+# 28..31 in K groups)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
@@ -355,6 +358,11 @@ TILE_CANDIDATES = (
     Tile(128, 128, 2, 2, 4, 2), Tile(64, 64, 2, 2, 2, 4),
     Tile(128, 128, 3, 2, 4, block_k=64), Tile(64, 64, 4, 2, 2, block_k=64), Tile(128, 64, 4, 4, 2, block_k=64),
     Tile(64, 128, 4, 2, 4, block_k=64), Tile(128, 128, 3, 2, 2), Tile(64, 64, 3, 2, 2, 2, block_k=64),
+    Tile(128, 128, 3, 2, 4, block_k=64, wgmma=1), Tile(64, 128, 4, 2, 2, block_k=64, wgmma=1),
+    Tile(128, 64, 4, 4, 2, block_k=64, wgmma=1), Tile(64, 64, 4, 2, 2, block_k=64, wgmma=1),
+    Tile(128, 128, 6, 2, 4, wgmma=1), Tile(64, 128, 8, 2, 2, wgmma=1), Tile(128, 64, 8, 4, 2, wgmma=1),
+    Tile(64, 64, 8, 2, 2, wgmma=1), Tile(64, 64, 6, 2, 2, 2, wgmma=1), Tile(64, 128, 4, 2, 2, 2, wgmma=1),
+    Tile(128, 64, 4, 4, 2, 2, wgmma=1), Tile(64, 64, 3, 2, 2, 4, wgmma=1),
 )
 # Shared memory one block may take on every card the images serve (sm_86's opt-in limit).
 SHARED_LIMIT = 99 * 1024
@@ -419,7 +427,8 @@ def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
     name = "tiled-" + product_key(a_layout, b_layout, m, n, k, residual)
     return image("tiled-add" if residual else "tiled", name, a_layout=a_layout, b_layout=b_layout, m=m, n=n,
                  k=k, residual=int(residual), block_m=t.block_m, block_n=t.block_n, block_k=t.block_k,
-                 stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, half=half)
+                 stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, wgmma=t.wgmma,
+                 half=half)
 
 
 def transpose(groups: int, rows: int, columns: int) -> Image:

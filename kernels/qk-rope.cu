@@ -12,15 +12,18 @@ constexpr int QKV = (HEADS + 2 * KV_HEADS) * 64;
 extern "C" __global__ void __launch_bounds__(BLOCK)
 image(HALF* __restrict__ queries, HALF* __restrict__ keys, const float* __restrict__ qkv,
       const float* __restrict__ cosine, const float* __restrict__ sine) {
-  const int t = blockIdx.x, b = t / SEQ, s = t % SEQ;
+  static_assert(BLOCK % 32 == 0, "a thread keeps its rotary column across heads");
+  const int t = blockIdx.x, b = t / SEQ, s = t % SEQ, i = threadIdx.x % 32;
+  // the column's angle, read once: the tables are column-major, so each read
+  // touches a line of its own
+  const float c = cosine[i * SEQ + s], sn = sine[i * SEQ + s];
   const float* x = qkv + static_cast<size_t>(t) * QKV;
   for (int pair = threadIdx.x; pair < (HEADS + KV_HEADS) * 32; pair += BLOCK) {
-    const int head = pair / 32, i = pair % 32;
-    const float c = cosine[i * SEQ + s], v = sine[i * SEQ + s];
+    const int head = pair / 32;
     const float x0 = x[head * 64 + i], x1 = x[head * 64 + i + 32];
     HALF* to = head < HEADS ? queries + (static_cast<size_t>(b * HEADS + head) * SEQ + s) * 64
                             : keys + (static_cast<size_t>(b * KV_HEADS + head - HEADS) * SEQ + s) * 64;
-    to[i] = to_half(x0 * c - x1 * v);
-    to[i + 32] = to_half(x1 * c + x0 * v);
+    to[i] = to_half(x0 * c - x1 * sn);
+    to[i + 32] = to_half(x1 * c + x0 * sn);
   }
 }

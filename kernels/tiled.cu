@@ -14,11 +14,18 @@
 // Each operand is read where it is stored. A: rows [M][K] or, A_COLUMNS,
 // [K][M]. B: [N][K] (B^T's rows) or, B_COLUMNS, [K][N]. An operand stored
 // with K contiguous is kept in shared memory as [rows][BLOCK_K] and read with
-// ldmatrix; one stored with K strided as [BLOCK_K][rows] and read with
-// ldmatrix.trans. Both are XOR-swizzled in 16-byte chunks so that neither the
-// copies nor the fragment loads conflict on banks, with no padding (the
-// dynamic shared memory is exactly STAGES x (BLOCK_M + BLOCK_N) x BLOCK_K
-// halves).
+// ldmatrix; one stored with K strided as 64-wide columns of [BLOCK_K][64]
+// and read with ldmatrix.trans. Both are XOR-swizzled in 16-byte chunks so
+// that neither the copies nor the fragment loads conflict on banks, with no
+// padding (the dynamic shared memory is exactly STAGES x (BLOCK_M + BLOCK_N) x
+// BLOCK_K halves). With BLOCK_K 64 both are also the 128-byte swizzled
+// layouts (K-major and MN-major) Hopper's warpgroup products read.
+//
+// WGMMA 1 (built for sm_90a): each warpgroup of four warps computes 64 rows
+// of the tile (of its K group's share) with wgmma.mma_async straight from
+// the shared stages; built
+// for any other card the same image runs the mma.sync path with its
+// WARPS_M x WARPS_N warps.
 #include "common.cuh"
 
 constexpr int GROUP_THREADS = WARPS_M * WARPS_N * 32;  // one K group's threads
@@ -48,7 +55,7 @@ struct Operand {
   // the swizzled place of (row, k) in the stage, in halves
   __device__ static __forceinline__ int place(int row, int k) {
     if constexpr (K_STRIDED) {
-      return k * EXTENT + (((row >> 3) ^ (k & 7)) << 3) + (row & 7);
+      return (row >> 6) * (BLOCK_K * 64) + k * 64 + ((((row >> 3) & 7) ^ (k & 7)) << 3) + (row & 7);
     } else {
       // eight rows of a fragment load land in eight different 16-byte bank
       // groups: 128-byte rows (BLOCK_K 64) by their own index, 64-byte rows
@@ -102,15 +109,158 @@ constexpr int STAGE_HALVES = OperandA::HALVES + OperandB::HALVES;
 
 #if defined(IMAGE_FAMILY_TILED_ADD)
 static_assert(RESIDUAL == 1, "tiled-add adds its residual");
-// c may be r itself: each element of R is read by the thread that writes C there, before it writes
-extern "C" __global__ void __launch_bounds__(THREADS)
-image(float* c, const HALF* __restrict__ a, const HALF* __restrict__ b, const float* r) {
+#define RESIDUAL_PARAMETER , const float* r
+#define RESIDUAL_ARGUMENT , r
 #else
 static_assert(RESIDUAL == 0, "tiled adds no residual");
-extern "C" __global__ void __launch_bounds__(THREADS)
-image(float* __restrict__ c, const HALF* __restrict__ a, const HALF* __restrict__ b) {
+#define RESIDUAL_PARAMETER
+#define RESIDUAL_ARGUMENT
 #endif
-  extern __shared__ __align__(128) HALF shared[];
+
+// C[row][column, column + 1] = (v0, v1) (+ R there): each element of R is read
+// by the thread that writes C there, before it writes, so c may be r itself
+__device__ __forceinline__ void store_pair(float* c, int row, int column, float v0, float v1 RESIDUAL_PARAMETER) {
+  const size_t at = static_cast<size_t>(row) * N + column;
+  float2 v = make_float2(v0, v1);
+#if defined(IMAGE_FAMILY_TILED_ADD)
+  const float2 residual = *reinterpret_cast<const float2*>(r + at);
+  v.x += residual.x;
+  v.y += residual.y;
+#endif
+  *reinterpret_cast<float2*>(c + at) = v;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if HALF_BFLOAT16
+#define WGMMA_TYPES ".f32.bf16.bf16"
+#else
+#define WGMMA_TYPES ".f32.f16.f16"
+#endif
+
+// A shared-memory matrix for wgmma: the byte strides between 64-wide MN
+// columns (leading) and between groups of 8 rows (stride), and the swizzle
+// of its 16-byte chunks (SWIZZLE_128 or SWIZZLE_64 bytes).
+constexpr unsigned long long SWIZZLE_128 = 1, SWIZZLE_64 = 2;
+__device__ __forceinline__ unsigned long long matrix(const HALF* p, unsigned leading, unsigned stride,
+                                                     unsigned long long swizzle) {
+  return ((shared_address(p) & 0x3FFFFu) >> 4) | (static_cast<unsigned long long>(leading >> 4) << 16) |
+         (static_cast<unsigned long long>(stride >> 4) << 32) | (swizzle << 62);
+}
+
+// d (64 x N, the warpgroup's) += A (64 x 16) B (16 x N), operands in shared memory
+template <int N_TILE>
+struct Warpgroup;
+template <>
+struct Warpgroup<64> {
+  __device__ static __forceinline__ void product(float (&d)[32], unsigned long long a, unsigned long long b) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16" WGMMA_TYPES " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, 1, 1, 1, %34, %35;"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "n"(A_COLUMNS ? 1 : 0), "n"(B_COLUMNS ? 1 : 0));
+  }
+};
+template <>
+struct Warpgroup<128> {
+  __device__ static __forceinline__ void product(float (&d)[64], unsigned long long a, unsigned long long b) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16" WGMMA_TYPES " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, 1, 1, 1, %66, %67;"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(a), "l"(b), "n"(A_COLUMNS ? 1 : 0), "n"(B_COLUMNS ? 1 : 0));
+  }
+};
+
+// The warpgroups' path. Stage s's products run while the next stage's
+// barrier and copies are issued: a stage is refilled only two steps after it
+// was read (wgmma.wait_group 1 leaves the latest products in flight), so the
+// copies run STAGES - 2 steps ahead.
+__device__ __forceinline__ void product_async(float* c, const HALF* a, const HALF* b RESIDUAL_PARAMETER) {
+  static_assert(BLOCK_M % 64 == 0 && GROUP_THREADS == BLOCK_M * 2, "a warpgroup per 64 rows of each K group");
+  static_assert(STAGES >= 3, "a stage in flight, one being read and one being filled");
+  extern __shared__ __align__(1024) HALF shared[];
+  const int group = threadIdx.x / GROUP_THREADS, thread = threadIdx.x % GROUP_THREADS;
+  const int warpgroup = thread >> 7, warp = (thread >> 5) & 3, lane = thread & 31;
+  const int block_m = blockIdx.y * BLOCK_M, block_n = blockIdx.x * BLOCK_N;
+  const int row0 = block_m + warpgroup * 64 + warp * 16 + (lane >> 2), column0 = block_n + 2 * (lane & 3);
+  constexpr int STEPS = K / BLOCK_K / K_GROUPS;  // each group's
+  HALF* const ring = shared + group * STAGES * STAGE_HALVES;
+  const int k_first = group * STEPS * BLOCK_K;
+  // K-major rows of BLOCK_K halves are one 128- or 64-byte swizzle atom
+  // wide; MN-major operands are 64-wide columns of 128-byte rows
+  constexpr unsigned ROW_BYTES = BLOCK_K * 2, COLUMN_BYTES = BLOCK_K * 64 * 2;
+  constexpr unsigned long long K_SWIZZLE = BLOCK_K == 64 ? SWIZZLE_128 : SWIZZLE_64;
+
+  auto copy_step = [&](int step) {
+    HALF* stage = ring + (step % STAGES) * STAGE_HALVES;
+    OperandA::copy(stage, a, block_m, k_first + step * BLOCK_K, thread);
+    OperandB::copy(stage + OperandA::HALVES, b, block_n, k_first + step * BLOCK_K, thread);
+  };
+
+  float d[BLOCK_N / 2];
+#pragma unroll
+  for (int i = 0; i < BLOCK_N / 2; ++i) d[i] = 0.0f;
+
+#pragma unroll
+  for (int step = 0; step < STAGES - 2; ++step) {
+    if (step < STEPS) copy_step(step);
+    copy_commit();
+  }
+
+  for (int step = 0; step < STEPS; ++step) {
+    // step's copies have landed and are visible to the warpgroups' reads
+    // (the async proxy); every warpgroup is done with step - 2's products,
+    // whose stage is refilled next
+    copy_wait<STAGES - 3>();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    if (step + STAGES - 2 < STEPS) copy_step(step + STAGES - 2);
+    copy_commit();
+
+    const HALF* stage_a = ring + (step % STAGES) * STAGE_HALVES + warpgroup * 64 * BLOCK_K;
+    const HALF* stage_b = ring + (step % STAGES) * STAGE_HALVES + OperandA::HALVES;
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < BLOCK_K; k += 16) {
+      // K-major: 16 k are 32 bytes into the rows; MN-major: 16 rows of 128 bytes down
+      const unsigned long long da = A_COLUMNS ? matrix(stage_a + k * 64, COLUMN_BYTES, 8 * 128, SWIZZLE_128)
+                                              : matrix(stage_a + k, 16, 8 * ROW_BYTES, K_SWIZZLE);
+      const unsigned long long db = B_COLUMNS ? matrix(stage_b + k * 64, COLUMN_BYTES, 8 * 128, SWIZZLE_128)
+                                              : matrix(stage_b + k, 16, 8 * ROW_BYTES, K_SWIZZLE);
+      Warpgroup<BLOCK_N>::product(d, da, db);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+
+  if constexpr (K_GROUPS > 1) {
+    // the later groups' sums meet the first group's in shared memory, added in group order
+    constexpr int VALUES = BLOCK_N / 2;
+    float* const partial = reinterpret_cast<float*>(shared);
+    copy_wait<0>();
+    __syncthreads();
+    if (group > 0) {
+#pragma unroll
+      for (int v = 0; v < VALUES; ++v) partial[((group - 1) * VALUES + v) * GROUP_THREADS + thread] = d[v];
+    }
+    __syncthreads();
+    if (group > 0) return;
+#pragma unroll
+    for (int g = 1; g < K_GROUPS; ++g)
+#pragma unroll
+      for (int v = 0; v < VALUES; ++v) d[v] += partial[((g - 1) * VALUES + v) * GROUP_THREADS + thread];
+  }
+
+  // d's elements, n-tile j: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
+#pragma unroll
+  for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row)
+      store_pair(c, row0 + 8 * half_row, column0 + 8 * j, d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1]
+                 RESIDUAL_ARGUMENT);
+}
+#endif
+
+// The warps' path (mma.sync), on every card.
+__device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF* b RESIDUAL_PARAMETER) {
+  extern __shared__ __align__(1024) HALF shared[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int group = warp / (WARPS_M * WARPS_N), group_warp = warp % (WARPS_M * WARPS_N);
   const int thread = threadIdx.x % GROUP_THREADS;
@@ -204,14 +354,23 @@ image(float* __restrict__ c, const HALF* __restrict__ a, const HALF* __restrict_
 #pragma unroll
     for (int j = 0; j < TILES_N; ++j)
 #pragma unroll
-      for (int half_row = 0; half_row < 2; ++half_row) {
-        const size_t at = static_cast<size_t>(row0 + 16 * i + 8 * half_row) * N + column0 + 8 * j;
-        float2 v = make_float2(accumulator[i][j][2 * half_row], accumulator[i][j][2 * half_row + 1]);
+      for (int half_row = 0; half_row < 2; ++half_row)
+        store_pair(c, row0 + 16 * i + 8 * half_row, column0 + 8 * j, accumulator[i][j][2 * half_row],
+                   accumulator[i][j][2 * half_row + 1] RESIDUAL_ARGUMENT);
+}
+
 #if defined(IMAGE_FAMILY_TILED_ADD)
-        const float2 residual = *reinterpret_cast<const float2*>(r + at);
-        v.x += residual.x;
-        v.y += residual.y;
+extern "C" __global__ void __launch_bounds__(THREADS)
+image(float* c, const HALF* __restrict__ a, const HALF* __restrict__ b, const float* r) {
+#else
+extern "C" __global__ void __launch_bounds__(THREADS)
+image(float* __restrict__ c, const HALF* __restrict__ a, const HALF* __restrict__ b) {
 #endif
-        *reinterpret_cast<float2*>(c + at) = v;
-      }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (WGMMA == 1) {
+    product_async(c, a, b RESIDUAL_ARGUMENT);
+    return;
+  }
+#endif
+  product_sync(c, a, b RESIDUAL_ARGUMENT);
 }

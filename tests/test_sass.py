@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from planner.certify.sass import check as check_module
-from planner.certify.sass.check import FIXED, READ_BARRIER, VARIABLE, check_cubin, check_cubins
+from planner.certify.sass.check import (FIXED, READ_BARRIER, VARIABLE, WARPGROUP, check_cubin, check_cubins,
+                                       check_function)
 from planner.certify.sass.cubin import decode_control, encode_control, parse_cubin, patch_word
 from planner.certify.sass.disasm import control_flow, disassemble
 from planner.certify.sass.latency import default_model
@@ -25,6 +26,37 @@ nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
 ARCHS = ("sm_86", "sm_90")
 KERNELS = Path(__file__).with_name("sass_kernels.cu")
 MUTATIONS_PER_KIND = 100  # per architecture
+
+
+# A warpgroup's 64 x 64 product over four K steps (wgmma, sm_90a): the
+# accumulators are stored only after wgmma.wait_group 0.
+WGMMA_KERNEL = r"""
+__device__ unsigned long long descriptor(const void* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  return ((a & 0x3FFFF) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
+extern "C" __global__ void __launch_bounds__(128) k_wgmma(float* c, const unsigned short* a, const unsigned short* b) {
+  __shared__ __align__(1024) unsigned short sa[64 * 64], sb[64 * 64];
+  for (int i = threadIdx.x; i < 64 * 64; i += 128) { sa[i] = a[i]; sb[i] = b[i]; }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  float d[32];
+  for (int i = 0; i < 32; ++i) d[i] = 0.0f;
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  for (int k = 0; k < 4; ++k)
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
+      "%28,%29,%30,%31}, %32, %33, 1, 1, 1, 0, 0;"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(descriptor(sa + 16 * k)), "l"(descriptor(sb + 16 * k)));
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  for (int i = 0; i < 32; ++i) c[threadIdx.x * 32 + i] = d[i];
+}
+"""
 
 
 def _compile(source: str, arch: str) -> bytes:
@@ -190,6 +222,61 @@ def test_removed_wait_is_named_exactly(cubins):
     assert finding.cycles_counted == sum(i.control.stall for i in code if load.offset <= i.offset < reader.offset)
     assert finding.path and finding.path[0] <= load.offset
     assert "before its result arrives" in finding.detail  # the schedule Z3 found
+
+
+def test_warpgroup_accumulators_wait_for_the_warpgroup_barrier():
+    """wgmma's accumulators pass only after WARPGROUP.DEPBAR.LE gsb0, 0x0;
+    without it the first store of an accumulator is named, with the HGMMA
+    that writes it."""
+    cubin = _compile(WGMMA_KERNEL, "sm_90a")
+    assert check_cubin(cubin, "sm_90").status == "pass"
+    function = disassemble(cubin)["k_wgmma"]
+    code = function.instructions
+    wait = next(i for i in code if i.opcode == "WARPGROUP.DEPBAR.LE")
+    products = [i for i in code if i.base == "HGMMA"]
+    assert len(products) == 4 and all(p.offset < wait.offset for p in products)
+    store = next(i for i in code if i.offset > wait.offset and i.base == "STG" and i.reads & products[-1].writes)
+    removed = replace(wait, opcode="NOP", text="NOP", operands="")
+    planted = replace(function, instructions=[removed if i is wait else i for i in code])
+    verdict = check_function(planted, default_model().arch("sm_90"))
+    firsts = {(f.producer_offset, f.consumer_offset) for f in verdict.findings}
+    assert verdict.findings and all(f.kind == WARPGROUP for f in verdict.findings)
+    assert (products[-1].offset, store.offset) in firsts
+    assert "may still be in flight" in verdict.findings[0].detail
+
+
+def test_a_copy_group_retired_frees_its_address_registers():
+    """ptxas reuses an LDGSTS's address registers once a DEPBAR.LE has
+    retired the cp.async group its LDGDEPBAR committed, without waiting on
+    the copy's read barrier: that passes; with those DEPBARs gone, the
+    overwrite is named with the copy."""
+    from planner.kernels.manifest import tiled_image
+    from planner.runtime.nvrtc import compile_image
+
+    cubin = compile_image(tiled_image("r", "r", 256, 256, 512, True, "binary16", 24), "sm_90")
+    assert check_cubin(cubin, "sm_90").status == "pass"
+    function = disassemble(cubin)["image"]
+    code = function.instructions
+
+    def unwaited_overwrite(copy):
+        """The first overwrite of the copy's address registers, if no wait on
+        its read barrier comes first (a straight-line scan)."""
+        for i in code[code.index(copy) + 1:]:
+            if i.control.wait_mask >> copy.control.read_barrier & 1:
+                return None
+            if {r for r in copy.reads if r.startswith("R")} & i.writes:
+                return i
+        return None
+
+    copy, overwrite = next((c, o) for c in code if c.base == "LDGSTS" and c.control.read_barrier is not None
+                           for o in [unwaited_overwrite(c)] if o is not None)
+    waits = [i for i in code if i.opcode.startswith("DEPBAR.LE") and copy.offset < i.offset < overwrite.offset]
+    assert waits
+    planted = replace(function, instructions=[replace(i, opcode="NOP", text="NOP", operands="") if i in waits else i
+                                              for i in code])
+    verdict = check_function(planted, default_model().arch("sm_90"))
+    assert any((f.kind, f.producer_offset, f.consumer_offset) == (READ_BARRIER, copy.offset, overwrite.offset)
+               for f in verdict.findings)
 
 
 def test_shortened_stall_counts_cycles_across_blocks(cubins):

@@ -11,7 +11,13 @@ and reports:
   fixed-latency     a register read of a fixed-latency result fewer stall
                     cycles after its producer than the latency model needs;
   read-barrier      a register overwritten while an earlier instruction that
-                    set a read barrier may still be reading it.
+                    set a read barrier may still be reading it;
+  warpgroup         an accumulator of HGMMA (wgmma.mma_async) read or
+                    written by any other instruction before a
+                    WARPGROUP.DEPBAR.LE gsb0, 0x0 (wgmma.wait_group 0): HGMMA
+                    delivers through the warpgroup's own barrier, in no
+                    number of cycles, and only later HGMMAs on the same
+                    accumulators are ordered behind it.
 
 Modelling choices, each the weaker of the possible assumptions unless ptxas
 is seen relying on the stronger:
@@ -28,6 +34,10 @@ is seen relying on the stronger:
     classes (shared-memory loads; the MUFU/POPC/FLO unit; ...), mined from
     ptxas letting a later operation's barrier cover an earlier unbarriered
     one of the class.
+  * An asynchronous copy (LDGSTS) joins the group the next LDGDEPBAR
+    commits; a DEPBAR.LE that retires the group (counted on the LDGDEPBAR's
+    barrier, in commit order) means the copy has read its operands too:
+    ptxas reuses a copy's address registers on that ground alone.
   * A guarded instruction may not execute: its writes end nothing, but it is
     still a reader.  Waits and barriers apply whatever the guard.  ``@!PT``
     instructions have no register effect.
@@ -39,7 +49,8 @@ is seen relying on the stronger:
   * A write-after-write on a pending result and the operand-read window of
     operations without a read barrier are not modelled.
 
-The path of each hazard on a barrier is checked once more with Z3, which
+The path of each hazard on a barrier is checked once more with Z3 (a
+warpgroup path, like a fixed-latency one, is its own witness: no wait on it), which
 must produce a schedule of it (issue and completion cycles satisfying every
 stall, wait and ordering rule above) in which the hazard happens; a fixed-
 latency path is its own witness, its stall sum.  Anything the check cannot
@@ -71,6 +82,9 @@ from .latency import ArchModel, LatencyModel, default_model
 VARIABLE = "variable-latency"
 FIXED = "fixed-latency"
 READ_BARRIER = "read-barrier"
+WARPGROUP = "warpgroup"
+ASYNC_MATRIX = "HGMMA"
+_WARPGROUP_WAIT = re.compile(r"^gsb0\s*,\s*(0x0+|0)$")
 Z3_TIMEOUT_MS = 5000
 _COUNT_CAP = 8  # younger operations counted per barrier, enough for DEPBAR.LE's N
 _DEPBAR = re.compile(r"SB(\d)\s*,\s*(0x[0-9a-f]+|\d+)")
@@ -80,7 +94,7 @@ _DEPBAR = re.compile(r"SB(\d)\s*,\s*(0x[0-9a-f]+|\d+)")
 class Finding:
     kernel: str
     arch: str
-    kind: str  # VARIABLE, FIXED or READ_BARRIER
+    kind: str  # VARIABLE, FIXED, READ_BARRIER or WARPGROUP
     register: str
     producer_offset: int
     producer_text: str
@@ -259,6 +273,10 @@ class _Pending:
     # later operations that can complete it, counted: (barrier, age capped,
     # of its in-order class, how many)
     younger: tuple[tuple[int, int, bool, int], ...]
+    # once an LDGDEPBAR has committed an asynchronous copy: the barrier of its
+    # group, and the stall cycles since the commit, capped
+    group: int | None = None
+    group_age: int = 0
 
 
 def _variable_hazards(
@@ -280,6 +298,10 @@ def _variable_hazards(
         in_order = None
         completing = {barrier, origin.write_barrier}
     cap = max(model.barrier_setup, model.depbar_setup)
+    # an asynchronous copy (LDGSTS) joins the group the next LDGDEPBAR
+    # commits: the group's completion (DEPBAR.LE on its barrier, counted in
+    # commit order) means every copy in it has read its operands and landed
+    joins_group = kind == READ_BARRIER and origin.instruction.base == "LDGSTS"
     start = _Pending(live, min(origin.stall, cap), ())
     queue = deque((successor, start) for successor in flow.successors[producer])
     parent: dict[tuple[int, _Pending], tuple[int, _Pending] | None] = {state: None for state in queue}
@@ -300,12 +322,46 @@ def _variable_hazards(
         if not remaining or index == producer:
             continue
         younger = _younger(op, pending, barrier, in_order, model, cap)
-        after = _Pending(remaining, min(pending.age + op.stall, cap), younger)
+        group, group_age = pending.group, min(pending.group_age + op.stall, cap)
+        if joins_group and group is None and op.instruction.base == "LDGDEPBAR" and op.write_barrier is not None:
+            group, group_age = op.write_barrier, min(op.stall, cap)
+        after = _Pending(remaining, min(pending.age + op.stall, cap), younger, group, group_age)
         for successor in flow.successors[index]:
             following = (successor, after)
             if following not in parent:
                 parent[following] = state
                 queue.append(following)
+
+
+def _warpgroup_hazards(ops: list[_Op], flow: ControlFlow, producer: int) -> Iterator[_Candidate]:
+    """Instructions other than HGMMA that touch the producer's accumulators on
+    a path with no WARPGROUP.DEPBAR.LE gsb0, 0x0 after it (breadth first, so
+    each is reported on its shortest such path)."""
+    live = ops[producer].writes
+    queue = deque(flow.successors[producer])
+    parent: dict[int, int | None] = {index: None for index in queue}
+    reported = set()
+    while queue:
+        index = queue.popleft()
+        op = ops[index]
+        instruction = op.instruction
+        if instruction.opcode == "WARPGROUP.DEPBAR.LE" and _WARPGROUP_WAIT.match(instruction.operands.strip()):
+            continue
+        hit = live & (op.reads | op.writes) if op.executes and instruction.base != ASYNC_MATRIX else frozenset()
+        if hit and index not in reported:
+            reported.add(index)
+            path = [index]
+            while parent[path[-1]] is not None:
+                path.append(parent[path[-1]])
+            path = (producer, *reversed(path))
+            cycles = sum(ops[i].stall for i in path[:-1])
+            yield _Candidate(WARPGROUP, producer, index, sorted(hit)[0], path, cycles, None)
+        if index == producer:
+            continue
+        for successor in flow.successors[index]:
+            if successor not in parent:
+                parent[successor] = index
+                queue.append(successor)
 
 
 def _completes(op: _Op, pending: _Pending, barrier: int | None, completing: set, model: ArchModel) -> bool:
@@ -319,11 +375,15 @@ def _completes(op: _Op, pending: _Pending, barrier: int | None, completing: set,
         # a later operation of its in-order class completed
         if any(b == waited and same and age >= model.barrier_setup for b, age, same, _ in pending.younger):
             return True
-    if op.depbar is not None and barrier is not None:
+    if pending.group is not None and op.wait_mask >> pending.group & 1 and pending.group_age >= model.barrier_setup:
+        return True
+    if op.depbar is not None:
         waited, allowed = op.depbar
-        if waited == barrier and pending.age >= model.depbar_setup:
-            later = sum(n for b, age, _, n in pending.younger if b == barrier and age >= model.depbar_setup)
-            return later >= allowed
+        for counted, age in ((barrier, pending.age), (pending.group, pending.group_age)):
+            if counted is not None and waited == counted and age >= model.depbar_setup:
+                later = sum(n for b, a, _, n in pending.younger if b == counted and a >= model.depbar_setup)
+                if later >= allowed:
+                    return True
     return False
 
 
@@ -340,7 +400,7 @@ def _younger(op: _Op, pending: _Pending, barrier: int | None, in_order: int | No
     if of_class:
         issued.append((op.write_barrier, True))
     for b in (op.write_barrier, op.read_barrier):
-        if b is not None and b == barrier and not (of_class and b == op.write_barrier):
+        if b is not None and b in (barrier, pending.group) and not (of_class and b == op.write_barrier):
             issued.append((b, False))
     for b, of_class in issued:
         key = (b, min(op.stall, cap), of_class)
@@ -386,6 +446,8 @@ def _witness(ops: list[_Op], model: ArchModel, candidate: _Candidate) -> _Witnes
     if candidate.kind == FIXED:
         return _Witness(True, f"with every stall at its least the reader issues {candidate.cycles} cycles "
                               f"after the producer")
+    if candidate.kind == WARPGROUP:
+        return _Witness(True, "no WARPGROUP.DEPBAR.LE gsb0, 0x0 on the path: the accumulators may still be in flight")
     # operations in flight that can bear on the producer's: (position, barrier,
     # in its in-order class); the producer's own comes first
     in_order = model.in_order_class(path[0].instruction.opcode) if candidate.kind == VARIABLE else None
@@ -474,7 +536,9 @@ def check_function(function: Function, model: ArchModel) -> KernelVerdict:
         op = ops[index]
         instruction = op.instruction
         if op.writes:
-            if op.write_barrier is not None or model.is_variable(instruction.opcode):
+            if instruction.base == ASYNC_MATRIX:
+                candidates.extend(_warpgroup_hazards(ops, flow, index))
+            elif op.write_barrier is not None or model.is_variable(instruction.opcode):
                 candidates.extend(_variable_hazards(ops, flow, model, index, VARIABLE))
             elif not model.has_fixed(instruction.opcode):
                 unknowns.append(Unknown(function.name, arch, instruction.offset, instruction.text,
@@ -506,7 +570,7 @@ def _finding(
     blocks = [max(leader for leader in leaders if leader <= candidate.producer)]
     blocks += [i for i in candidate.path[1:] if i in leaders]
     barrier = producer.write_barrier if candidate.kind == VARIABLE else producer.read_barrier
-    if candidate.kind == FIXED:
+    if candidate.kind in (FIXED, WARPGROUP):
         barrier = None
     return Finding(
         kernel=function.name,
