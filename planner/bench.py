@@ -1,6 +1,11 @@
 """`planner bench`: the certified plan's step time beside PyTorch's, in one
 process on one GPU.
 
+The plan's step is timed two ways: by CUDA events on its stream, from before
+the host's per-step writes to the update's end (how the anchors are timed:
+events around the step), and by the host's clock from the call to the loss
+in hand (the wait and the read included).
+
 Both sides train the same model from the same parameters on the same random
 (never zero) batches. The plan's step is an update submission replayed as a
 CUDA graph, with the host's waits and reads the certified run makes; the
@@ -42,12 +47,15 @@ def _batch(config: Config, rng: np.random.Generator) -> tuple[np.ndarray, np.nda
 
 
 def plan_step_ms(plan, gpu, cubin_hashes: dict[str, str] | None = None
-                 ) -> tuple[float, list[float], np.ndarray, dict[str, tuple[int, float, float]]]:
-    """Median ms per update of a plan (the caller certifies it); also the
-    losses, the parameters it started from (for the anchor), and the update
-    submission's kernel times (kernel_times)."""
+                 ) -> tuple[float, float, list[float], np.ndarray, dict[str, tuple[int, float, float]]]:
+    """Median ms per update of a plan (the caller certifies it), as the host
+    sees it (from the call to the loss in hand) and as the anchor is timed
+    (CUDA events on the stream, from before the host's per-step writes to the
+    update's end); also the losses, the parameters it started from (for the
+    anchor), and the update submission's kernel times (kernel_times)."""
     from planner.model.config import from_dict
     from planner.runtime.cuda import CudaDevice
+    from planner.runtime.driver import call
     from planner.runtime.session import Session
 
     config = from_dict(plan.config)
@@ -58,17 +66,22 @@ def plan_step_ms(plan, gpu, cubin_hashes: dict[str, str] | None = None
         session.start(_batch(config, rng)[0])
         parameters = np.frombuffer(device.read_arena(plan.plane["parameters"].offset,
                                                      plan.plane["parameters"].bytes), "<f4").copy()
-        times, losses = [], []
+        start, stop = call("cuEventCreate", 0), call("cuEventCreate", 0)
+        times, gpu_times, losses = [], [], []
         for i in range(WARMUP + TIMED):
             ids, targets = _batch(config, rng)
             began = time.perf_counter()
-            losses.append(session.update(ids, targets))
+            call("cuEventRecord", start, device.stream)
+            losses.append(session.update(ids, targets, issued=lambda: call("cuEventRecord", stop, device.stream)))
             if i >= WARMUP:
                 times.append((time.perf_counter() - began) * 1e3)
+                gpu_times.append(call("cuEventElapsedTime", start, stop))
+        call("cuEventDestroy", start)
+        call("cuEventDestroy", stop)
         kernels = kernel_times(plan, device, session.groups["update"][0])
     finally:
         device.close()
-    return statistics.median(times), losses, parameters, kernels
+    return statistics.median(times), statistics.median(gpu_times), losses, parameters, kernels
 
 
 def torch_step_ms(config: Config, parameters: np.ndarray, setup: str) -> float:
@@ -292,21 +305,21 @@ def run(args: argparse.Namespace) -> int:
         config = replace(base, shape=replace(base.shape, batch=batch))
         plan = build_plan(config)
         certificate = demand_certificate(plan)
-        ours, losses, parameters, kernels = plan_step_ms(plan, gpu, certificate.cubins or None)
-        row = {"batch": batch, "tokens": config.shape.tokens, "plan_ms": ours, "plan_losses": losses[:3],
+        ours, ours_events, losses, parameters, kernels = plan_step_ms(plan, gpu, certificate.cubins or None)
+        row = {"batch": batch, "tokens": config.shape.tokens, "plan_ms": ours, "plan_events_ms": ours_events,
+               "plan_losses": losses[:3],
                "kernels": {name: {"launches": n, "us": us, "floor_us": floor} for name, (n, us, floor) in kernels.items()}}
         row |= attention_vs_sdpa(config, gpu)
         for setup in args.anchors.split(","):
             row[f"torch_{setup}_ms"] = torch_step_ms(config, parameters, setup)
         rows.append(row)
         _print_kernels(row)
-    print(f"\n{'tokens/step':>12} {'plan ms':>9} " + " ".join(f"{s:>16}" for s in args.anchors.split(",")))
+    setups = args.anchors.split(",")
+    print(f"\n{'tokens/step':>12} {'plan ms':>8} {'(host)':>8} " + " ".join(f"{s:>18}" for s in setups)
+          + "   (anchor ms, plan / anchor by events)")
     for row in rows:
-        cells = []
-        for setup in args.anchors.split(","):
-            t = row[f"torch_{setup}_ms"]
-            cells.append(f"{t:7.2f} ({row['plan_ms'] / t:4.2f}x)")
-        print(f"{row['tokens']:>12} {row['plan_ms']:9.2f} " + " ".join(f"{c:>16}" for c in cells))
+        cells = [f"{row[f'torch_{s}_ms']:8.2f} ({row['plan_events_ms'] / row[f'torch_{s}_ms']:5.2f}x)" for s in setups]
+        print(f"{row['tokens']:>12} {row['plan_events_ms']:8.2f} {row['plan_ms']:8.2f} " + " ".join(f"{c:>18}" for c in cells))
     print(f"\n{'tokens/step':>12} {'attention us':>13} {'SDPA us':>9} {'speed-up':>9} {'out. diff.':>10}  (a layer, "
           "forward + backward)")
     for row in rows:

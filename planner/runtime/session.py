@@ -15,7 +15,7 @@ step size and epsilon).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -99,8 +99,10 @@ class Session:
         self.executor.collect()
         return np.frombuffer(self.results["result-predictions"], "<u4").copy()
 
-    def update(self, ids: np.ndarray, targets: np.ndarray) -> float:
-        """One update on a batch; returns its mean loss."""
+    def update(self, ids: np.ndarray, targets: np.ndarray, issued: Callable[[], None] | None = None) -> float:
+        """One update on a batch; returns its mean loss. `issued` is called
+        once the update is issued, before the host waits for it (a
+        benchmark's mark)."""
         k = self.step % self.config.run.update_pieces
         lr = self.config.learner
         t = lr.first_step + self.step
@@ -109,6 +111,8 @@ class Session:
             "epsilon": f32.adam_epsilon(t, lr.epsilon * lr.loss_scale, lr.beta2)})
         self.set_inputs(ids, targets)
         self.executor.issue(self.groups["update"][k])
+        if issued is not None:
+            issued()
         self.executor.collect()
         self.step += 1
         return float(np.frombuffer(self.results["result-loss-record"], "<f4").astype(np.float64).mean())
