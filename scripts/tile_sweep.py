@@ -121,7 +121,7 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half) -> dict:
             us = driver.seconds_per_launch(kernel, grid, img.block, img.shared_bytes, bytes(block), REPEATS) * 1e6
         finally:
             driver.unload_kernel(kernel)
-        row["tiles"][tile] = {"us": us, "error": error}
+        row["tiles"][str(tile)] = {"us": us, "error": error}   # keyed as JSON keys them
         if not error < BOUND:   # never chosen; the sweep goes on so that the table shows every wrong tile
             print(f"tile {tile} on {a_layout}{b_layout} {m}x{n}x{k}: relative error {error:.2e}", flush=True)
     return row
@@ -152,7 +152,7 @@ def main() -> int:
     choices = {}
     for key, row in results.items():
         tile = choose(products[key], row)
-        best = row["tiles"][str(tile) if str(tile) in row["tiles"] else tile]["us"]
+        best = row["tiles"][str(tile)]["us"]
         choices[key] = {"tile": tile, "us": round(best, 2), "cublas_us": round(row["torch_us"], 2)}
         print(f"{key:28s} tile {tile:2d} {best:7.1f} us  cuBLAS {row['torch_us']:7.1f} us  "
               f"ratio {row['torch_us'] / best:5.2f}  ({len(row['tiles'])} tiles)", flush=True)
