@@ -20,6 +20,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
 image(float* __restrict__ parameters, float* __restrict__ gradients, float* __restrict__ first_moments,
       float* __restrict__ second_moments, HALF* __restrict__ halves, float beta1, float one_minus_beta1, float beta2,
       float one_minus_beta2, float decay, float step_size, float epsilon) {
+  await_previous_launch();
   for (int q = blockIdx.x * BLOCK + threadIdx.x; q < ELEMENTS / 4; q += gridDim.x * BLOCK) {
     float4 p = reinterpret_cast<float4*>(parameters)[q];
     const float4 g = reinterpret_cast<const float4*>(gradients)[q];

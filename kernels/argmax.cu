@@ -19,6 +19,7 @@ __device__ __forceinline__ Best shuffle(Best b, int offset) {
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK) image(unsigned* __restrict__ out, const float* __restrict__ in) {
+  await_previous_launch();
   __shared__ Best warps[BLOCK / 32];
   static_assert(VOCAB >= BLOCK, "every thread starts from an element of its own");
   Best best = {in[threadIdx.x], threadIdx.x};

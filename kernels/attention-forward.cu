@@ -17,6 +17,7 @@
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v_t, HALF* __restrict__ out,
       float* __restrict__ log_sum_exp, float stream_scale) {
+  await_previous_launch();
   __shared__ __align__(128) HALF keys[2][TILE_HALVES], values[2][TILE_HALVES];
   // the heaviest query tiles first, so the short ones fill the last wave
   const int tile = TILES - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / GROUP;

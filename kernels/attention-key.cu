@@ -21,6 +21,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
       const HALF* __restrict__ d_out, const HALF* __restrict__ q_t, const HALF* __restrict__ d_out_t,
       const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms, float* __restrict__ d_k,
       float* __restrict__ d_v, float stream_scale, float score_scale) {
+  await_previous_launch();
   __shared__ __align__(128) Stage stages[2];
   const int tile = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

@@ -15,6 +15,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
       const HALF* __restrict__ k_t, const HALF* __restrict__ d_out, const HALF* __restrict__ out,
       const float* __restrict__ log_sum_exp, float* __restrict__ d_q, float* __restrict__ row_terms,
       float stream_scale, float score_scale) {
+  await_previous_launch();
   __shared__ __align__(128) HALF keys[2][TILE_HALVES], values[2][TILE_HALVES];
   const int tile = TILES - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / GROUP;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

@@ -5,6 +5,7 @@
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
 image(HALF* __restrict__ out, const float* __restrict__ in, unsigned elements) {
+  await_previous_launch();
   const unsigned i = 2u * (blockIdx.x * BLOCK + threadIdx.x);
   if (i + 1u < elements) {
     *reinterpret_cast<unsigned*>(out + i) = pack_halves(in[i], in[i + 1u]);

@@ -97,6 +97,22 @@ __device__ __forceinline__ float block_max(float v, float (&scratch)[WARPS]) {
   return block_reduce(v, scratch, [](float x) { return warp_max(x); }, [](float a, float b) { return fmaxf(a, b); });
 }
 
+// ---- the launch before ----
+
+// On sm_90 a submission's graph links its launches by programmatic
+// dependencies, so a launch is set up while the one before it drains: every
+// image waits here, before its first memory access, until the launch before
+// has completed and its writes are visible. (No image triggers its successor
+// early: measured, blocks parked at the wait cost more than they saved.) The
+// machine-code check holds every sm_90 image to this (no global memory access
+// before the wait). Elsewhere the launches of a submission simply follow one
+// another.
+__device__ __forceinline__ void await_previous_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // ---- asynchronous copies and matrix fragments ----
 
 __device__ __forceinline__ unsigned shared_address(const void* p) {

@@ -13,6 +13,7 @@ static_assert(VOCAB % 4 == 0, "the row comes in quads");
 extern "C" __global__ void __launch_bounds__(BLOCK)
 image(float* gradient, const float* logits, const float* __restrict__ loss, const float* __restrict__ correct,
       const int* __restrict__ targets, float log2e, float gradient_scale) {
+  await_previous_launch();
   __shared__ int target;
   const int t = blockIdx.x;
   if (threadIdx.x == 0) target = targets[t];

@@ -10,6 +10,7 @@ static_assert(VOCAB % 4 == 0, "rows are whole float4s");
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(float* __restrict__ loss, const float* __restrict__ logits, const float* __restrict__ correct, float log2e,
       float ln2) {
+  await_previous_launch();
   __shared__ float scratch[THREADS / 32];
   const float4* row = reinterpret_cast<const float4*>(logits + static_cast<size_t>(blockIdx.x) * VOCAB);
   float top = -__int_as_float(0x7f800000);

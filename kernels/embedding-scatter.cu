@@ -15,6 +15,7 @@ __device__ __forceinline__ unsigned token(const int* ids, int p) {
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(float* __restrict__ gradient, const float* __restrict__ dy, const int* __restrict__ ids) {
+  await_previous_launch();
   __shared__ unsigned matches[THREADS / 32];
   const int t = blockIdx.x;
   const unsigned id = token(ids, t);

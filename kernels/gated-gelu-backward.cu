@@ -9,6 +9,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
 image(HALF* __restrict__ up_gradient, HALF* __restrict__ gate_gradient, const float* __restrict__ gated_gradient,
       const float* __restrict__ gelu, const float* __restrict__ up, const float* __restrict__ gate,
       float sqrt_two_over_pi, float cubic, float half, float one, float cubic_slope, unsigned elements) {
+  await_previous_launch();
   const unsigned i = blockIdx.x * BLOCK + threadIdx.x;
   if (i >= elements) return;
   const float dy = gated_gradient[i], x = gate[i];

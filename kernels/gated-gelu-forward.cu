@@ -6,6 +6,7 @@
 extern "C" __global__ void __launch_bounds__(BLOCK)
 image(float* __restrict__ gelu, HALF* __restrict__ gated, const float* __restrict__ up, const float* __restrict__ gate,
       float sqrt_two_over_pi, float cubic, float half, float one, float cubic_slope, unsigned elements) {
+  await_previous_launch();
   const unsigned i = blockIdx.x * BLOCK + threadIdx.x;
   if (i >= elements) return;
   const float x = gate[i];

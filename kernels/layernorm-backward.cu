@@ -10,6 +10,7 @@ constexpr int PER_THREAD = (WIDTH + THREADS - 1) / THREADS;
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(float* dx, const float* x, const float* dy, const float* __restrict__ gamma, float* __restrict__ x_hat,
       const float* __restrict__ statistics, float inverse_width, float epsilon) {
+  await_previous_launch();
   __shared__ float scratch[THREADS / 32];
   const size_t row = static_cast<size_t>(blockIdx.x) * WIDTH;
   const float2 stats = reinterpret_cast<const float2*>(statistics)[blockIdx.x];

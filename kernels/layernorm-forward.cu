@@ -9,6 +9,7 @@ constexpr int PER_THREAD = (WIDTH + THREADS - 1) / THREADS;
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(float* out, const float* in, const float* __restrict__ gamma, const float* __restrict__ beta,
       float* __restrict__ statistics, float inverse_width, float epsilon) {
+  await_previous_launch();
   __shared__ float scratch[THREADS / 32];
   const size_t row = static_cast<size_t>(blockIdx.x) * WIDTH;
   float x[PER_THREAD], sum = 0.0f;

@@ -16,6 +16,7 @@ __device__ __forceinline__ float4 add4(float4 a, float4 b) {
 extern "C" __global__ void __launch_bounds__(BLOCK)
 image(float* __restrict__ gamma_gradient, const float* __restrict__ dy, const float* __restrict__ x_hat,
       float* __restrict__ beta_gradient) {
+  await_previous_launch();
   __shared__ float4 partial_gamma[BLOCK], partial_beta[BLOCK];
   const int quad = blockIdx.x;  // columns 4 quad .. 4 quad + 3
   float4 sum_gamma = make_float4(0.0f, 0.0f, 0.0f, 0.0f), sum_beta = sum_gamma;

@@ -4,6 +4,7 @@
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
 image(float* __restrict__ correct, const float* __restrict__ logits, const int* __restrict__ targets) {
+  await_previous_launch();
   const int t = blockIdx.x * BLOCK + threadIdx.x;
   if (t >= ROWS) return;
   const unsigned target = min(static_cast<unsigned>(targets[t]), static_cast<unsigned>(VOCAB - 1));

@@ -26,6 +26,15 @@ from typing import Callable, Mapping
 
 # The architectures every image is built for: the seeds' card and the card we measure on.
 ARCHS = ("sm_86", "sm_90")
+
+
+def dependent_launch(arch: str) -> bool:
+    """Whether a submission's launches are linked by programmatic dependencies
+    on `arch` (sm_90 on): a launch may start while the one before it drains,
+    so its image must wait (griddepcontrol.wait) before touching global
+    memory, which the machine-code check holds it to."""
+    return int(arch.removeprefix("sm_")) >= 90
+
 POINTER, U32, F32 = "pointer", "u32", "f32"
 READ, WRITE, READ_WRITE = "read", "write", "read-write"
 HALF_BYTES = 2

@@ -12,6 +12,7 @@ constexpr int QKV = (HEADS + 2 * KV_HEADS) * 64;
 extern "C" __global__ void __launch_bounds__(BLOCK)
 image(HALF* __restrict__ queries, HALF* __restrict__ keys, const float* __restrict__ qkv,
       const float* __restrict__ cosine, const float* __restrict__ sine) {
+  await_previous_launch();
   static_assert(BLOCK % 32 == 0, "a thread keeps its rotary column across heads");
   const int t = blockIdx.x, b = t / SEQ, s = t % SEQ, i = threadIdx.x % 32;
   // the column's angle, read once: the tables are column-major, so each read

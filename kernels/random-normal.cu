@@ -25,6 +25,7 @@ __device__ __forceinline__ int byte_sum(unsigned w) {
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
 image(float* __restrict__ out, unsigned seed, unsigned counter, float scale, unsigned elements) {
+  await_previous_launch();
   const unsigned i = blockIdx.x * BLOCK + threadIdx.x;
   if (i >= elements) return;
   const unsigned c = counter + 3u * i;

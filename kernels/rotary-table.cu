@@ -10,6 +10,7 @@
 extern "C" __global__ void __launch_bounds__(BLOCK)
 image(float* __restrict__ cosine, float* __restrict__ sine, float theta_high, float theta_low,
       float inverse_two_pi, float two_pi_high, float two_pi_low, float rounding_magic) {
+  await_previous_launch();
   const int s = blockIdx.x * BLOCK + threadIdx.x;
   if (s >= SEQ) return;
   const float position = static_cast<float>(s);  // exact: SEQ < 2^24

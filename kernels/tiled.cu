@@ -366,6 +366,7 @@ image(float* c, const HALF* __restrict__ a, const HALF* __restrict__ b, const fl
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(float* __restrict__ c, const HALF* __restrict__ a, const HALF* __restrict__ b) {
 #endif
+  await_previous_launch();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (WGMMA == 1) {
     product_async(c, a, b RESIDUAL_ARGUMENT);

@@ -3,6 +3,7 @@
 #include "common.cuh"
 
 extern "C" __global__ void __launch_bounds__(BLOCK) image(HALF* __restrict__ heads, const float* __restrict__ merged) {
+  await_previous_launch();
   const int t = blockIdx.x, b = t / SEQ, s = t % SEQ;
   const float2* from = reinterpret_cast<const float2*>(merged + static_cast<size_t>(t) * HEADS * 64);
   for (int pair = threadIdx.x; pair < HEADS * 32; pair += BLOCK) {

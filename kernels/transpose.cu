@@ -7,6 +7,7 @@
 static_assert(ROWS % 64 == 0 && COLUMNS % 64 == 0, "whole tiles");
 
 extern "C" __global__ void __launch_bounds__(BLOCK) image(HALF* __restrict__ out, const HALF* __restrict__ in) {
+  await_previous_launch();
   __shared__ HALF tile[64][65];
   const int c0 = blockIdx.x * 64, r0 = blockIdx.y * 64;
   const size_t group = static_cast<size_t>(blockIdx.z) * ROWS * COLUMNS;

@@ -8,6 +8,7 @@ constexpr int QKV = (HEADS + 2 * KV_HEADS) * 64;
 static_assert(SEQ % 64 == 0, "whole tiles");
 
 extern "C" __global__ void __launch_bounds__(BLOCK) image(HALF* __restrict__ values_t, const float* __restrict__ qkv) {
+  await_previous_launch();
   __shared__ float tile[64][65];
   const int s0 = blockIdx.x * 64, g = blockIdx.y, b = blockIdx.z;
   const float* from = qkv + static_cast<size_t>(b * SEQ + s0) * QKV + (HEADS + KV_HEADS + g) * 64;

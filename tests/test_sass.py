@@ -279,6 +279,55 @@ def test_a_copy_group_retired_frees_its_address_registers():
                for f in verdict.findings)
 
 
+LAUNCH_KERNELS = r"""
+extern "C" __global__ void k_waits(float* out, const float* in) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  out[threadIdx.x] = 2.0f * in[threadIdx.x];
+}
+extern "C" __global__ void k_reads_first(float* out, const float* in, int n) {
+  const float x = in[threadIdx.x];
+  if (n > 0) asm volatile("griddepcontrol.wait;" ::: "memory");
+  out[threadIdx.x] = 2.0f * x;
+}
+"""
+
+
+def test_global_memory_before_the_launch_wait_is_named():
+    """A launch that may start while the one before it drains must wait
+    (griddepcontrol.wait) before any global access on every path: the first
+    access reached without it is recorded, with the cached verdicts too."""
+    cubin = _compile(LAUNCH_KERNELS, "sm_90")
+    report = check_cubin(cubin, "sm_90")
+    verdicts = {k.kernel: k for k in report.kernels}
+    assert verdicts["k_waits"].early_access is None
+    offset, text = verdicts["k_reads_first"].early_access
+    assert text.startswith("LDG")
+    assert check_module.Report.from_json(report.to_json()) == report
+
+
+def test_the_plan_refuses_an_image_that_does_not_wait(monkeypatch, tmp_path):
+    """Property 6 on sm_90 fails (and attests nothing) for an image whose
+    verdict has an early access."""
+    from planner.certify import machine
+    from planner.model.config import DEFAULT
+    from planner.schedule import build_plan
+
+    plan = build_plan(DEFAULT)
+    real = check_module.check_cubins
+
+    def early(cubins, arch, cache_dir=None, model=None, workers=2):
+        reports = real(cubins, arch, cache_dir, model, workers)
+        name = next(iter(reports))
+        kernel = replace(reports[name].kernels[0], early_access=(0x80, "LDG.E R2, desc[UR4][R2.64]"))
+        return reports | {name: replace(reports[name], kernels=(kernel,))}
+
+    monkeypatch.setattr("planner.certify.sass.check_cubins", early)
+    found = machine.sass_check(("sm_86", "sm_90"))(plan)
+    refused = [v.message for v in found.violations if "before griddepcontrol.wait" in v.message]
+    assert len(refused) == 1 and "(sm_90)" in refused[0]
+    assert len(found.attested) == 2 * len(plan.images) - 1
+
+
 def test_shortened_stall_counts_cycles_across_blocks(cubins):
     for arch, cubin in cubins.items():
         functions = disassemble(cubin)

@@ -9,7 +9,7 @@ import hashlib
 from typing import Iterable
 
 from planner.certify.findings import MachineFindings, Violation
-from planner.kernels.manifest import ARCHS
+from planner.kernels.manifest import ARCHS, dependent_launch
 from planner.schedule.plan import Plan
 
 NAME = "machine-code"
@@ -33,10 +33,16 @@ def sass_check(archs: Iterable[str] = ARCHS):
                     violations.append(Violation(NAME, f"image {img.name} ({arch}) does not compile: "
                                                       f"{str(error).splitlines()[0]}"))
             for name, report in check_cubins(cubins, arch, cache_directory() / "sass").items():
-                if report.status == "pass":
+                early = [(k.kernel, k.early_access) for k in report.kernels if k.early_access is not None]
+                early = early if dependent_launch(arch) else []
+                if report.status == "pass" and not early:
                     attested[f"{name}@{arch}"] = hashlib.sha256(cubins[name]).hexdigest()
                 for finding in report.findings:
                     violations.append(Violation(NAME, f"image {name} ({arch}): {finding.text()}"))
+                for kernel, (offset, text) in early:
+                    violations.append(Violation(NAME, f"image {name} ({arch}): {kernel} reaches {offset:#06x} {text} "
+                                                      f"before griddepcontrol.wait: it may touch memory while the "
+                                                      f"launch before it is still running"))
                 for u in report.unknowns:
                     unknown.append(f"image {name} ({arch}): {u.describe()}")
         return MachineFindings(tuple(violations), tuple(unknown), attested)

@@ -16,6 +16,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.kernels.manifest import dependent_launch
 from planner.runtime import driver
 from planner.runtime.driver import call
 from planner.runtime.nvrtc import compile_image
@@ -66,6 +67,7 @@ class CudaDevice:
         self.staging_bytes = staging.bytes
         self.bases = {"arena": self.arena, "staging": self.staging}
         self.stream = call("cuStreamCreate", 1)   # CU_STREAM_NON_BLOCKING
+        self.dependent_launch = dependent_launch(gpu.arch)
         # the parameter blocks, relocated once; kept alive for the graphs
         self.blocks = [bytearray(l.parameter_block(plan.image[l.image], self.bases)) for l in plan.launches]
         self.buffers: dict[int, Any] = {}
@@ -159,17 +161,31 @@ class CudaDevice:
 
     def _build_graph(self, submission: int) -> _Graph:
         """The submission's launches as one graph, each node after the one
-        before it (the submission's program order), instantiated once."""
+        before it (the submission's program order), instantiated once. From
+        sm_90 on the edges are programmatic: a launch may start while the one
+        before it drains, and its image waits for it before touching memory
+        (the certificate holds every sm_90 image to that)."""
         graph = call("cuGraphCreate", 0)
         g = _Graph(graph, None, {})
         previous = None
         for index in self.plan.submissions[submission].launches():
-            deps = [previous] if previous is not None else []
-            node = call("cuGraphAddKernelNode", graph, deps, len(deps), self._node_params(g, index))
+            node = call("cuGraphAddKernelNode", graph, [], 0, self._node_params(g, index))
+            if previous is not None:
+                self._link(graph, previous, node)
             g.nodes[index] = previous = node
         g.exec = call("cuGraphInstantiate", graph, 0)
         self.graphs[submission] = g
         return g
+
+    def _link(self, graph: Any, before: Any, after: Any) -> None:
+        from cuda.bindings import driver as cu
+        edge = cu.CUgraphEdgeData()
+        if self.dependent_launch:
+            edge.type = cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+            edge.from_port = cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+        # the edge-data form is cuGraphAddDependencies_v2 before CUDA 13
+        add = getattr(cu, "cuGraphAddDependencies_v2", None) and "cuGraphAddDependencies_v2"
+        call(add or "cuGraphAddDependencies", graph, [before], [after], [edge], 1)
 
     def _set_node(self, g: _Graph, index: int) -> None:
         call("cuGraphExecKernelNodeSetParams", g.exec, g.nodes[index], self._node_params(g, index))

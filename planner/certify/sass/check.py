@@ -133,6 +133,11 @@ class KernelVerdict:
     kernel: str
     findings: tuple[Finding, ...]
     unknowns: tuple[Unknown, ...]
+    # the first global-memory instruction a path from the entry reaches
+    # before griddepcontrol.wait (ACQBULK), as (offset, text); None if none
+    # does. Not a hazard of the schedule: what a launch that may start while
+    # the one before it drains must not have (planner.certify.machine).
+    early_access: tuple[int, str] | None = None
 
     @property
     def status(self) -> str:
@@ -522,6 +527,31 @@ def _solve(solver: z3.Solver, last, produced, candidate: _Candidate) -> _Witness
                           f"before {what} at cycle {ready}")
 
 
+# -- the launch before ------------------------------------------------------------
+
+GLOBAL_MEMORY = frozenset({"LDG", "STG", "LDGSTS", "LD", "ST", "ATOM", "ATOMG", "RED", "REDG", "SULD", "SUST",
+                           "UBLKCP", "UTMALDG", "UTMASTG"})
+LAUNCH_WAIT = "ACQBULK"  # griddepcontrol.wait
+
+
+def early_access(ops: list[_Op], flow: ControlFlow) -> tuple[int, str] | None:
+    """The first global-memory instruction (breadth first) some path from the
+    entry reaches without passing griddepcontrol.wait, or None."""
+    queue, seen = deque([0]), {0}
+    while queue:
+        index = queue.popleft()
+        instruction = ops[index].instruction
+        if instruction.base == LAUNCH_WAIT and ops[index].executes and instruction.guard is None:
+            continue
+        if instruction.base in GLOBAL_MEMORY and ops[index].executes:
+            return instruction.offset, instruction.text
+        for successor in flow.successors[index]:
+            if successor not in seen:
+                seen.add(successor)
+                queue.append(successor)
+    return None
+
+
 # -- the check -------------------------------------------------------------------
 
 
@@ -558,7 +588,7 @@ def check_function(function: Function, model: ArchModel) -> KernelVerdict:
             if witness.holds is False:
                 reason = f"{candidate.kind} path not confirmed: {reason}"
             unknowns.append(Unknown(function.name, arch, consumer.offset, consumer.text, reason))
-    return KernelVerdict(function.name, tuple(findings), tuple(unknowns))
+    return KernelVerdict(function.name, tuple(findings), tuple(unknowns), early_access(ops, flow))
 
 
 def _finding(
@@ -623,6 +653,7 @@ class Report:
                     "kernel": k.kernel,
                     "findings": [asdict(f) for f in k.findings],
                     "unknowns": [asdict(u) for u in k.unknowns],
+                    "early_access": k.early_access,
                 }
                 for k in self.kernels
             ],
@@ -636,7 +667,8 @@ class Report:
 
         kernels = tuple(
             KernelVerdict(
-                k["kernel"], tuple(finding(f) for f in k["findings"]), tuple(Unknown(**u) for u in k["unknowns"])
+                k["kernel"], tuple(finding(f) for f in k["findings"]), tuple(Unknown(**u) for u in k["unknowns"]),
+                tuple(k["early_access"]) if k["early_access"] is not None else None,
             )
             for k in data["kernels"]
         )
