@@ -130,6 +130,30 @@ __device__ __forceinline__ void store_pair(float* c, int row, int column, float 
   *reinterpret_cast<float2*>(c + at) = v;
 }
 
+// The K groups' sums meet, once every copy has landed and every warp has read
+// its last stage: the later groups' values go where the rings were
+// (value-major, so a warp's stores and loads are consecutive words) and the
+// first group adds them in group order. Whether the thread goes on to store
+// them (it is in the first group).
+template <int VALUES>
+__device__ __forceinline__ bool meet_k_groups(float (&values)[VALUES], int group, int thread) {
+  extern __shared__ __align__(1024) HALF shared[];
+  float* const partial = reinterpret_cast<float*>(shared);
+  copy_wait<0>();
+  __syncthreads();
+  if (group > 0) {
+#pragma unroll
+    for (int v = 0; v < VALUES; ++v) partial[((group - 1) * VALUES + v) * GROUP_THREADS + thread] = values[v];
+  }
+  __syncthreads();
+  if (group > 0) return false;
+#pragma unroll
+  for (int g = 1; g < K_GROUPS; ++g)
+#pragma unroll
+    for (int v = 0; v < VALUES; ++v) values[v] += partial[((g - 1) * VALUES + v) * GROUP_THREADS + thread];
+  return true;
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #if HALF_BFLOAT16
 #define WGMMA_TYPES ".f32.bf16.bf16"
@@ -231,21 +255,7 @@ __device__ __forceinline__ void product_async(float* c, const HALF* a, const HAL
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 
   if constexpr (K_GROUPS > 1) {
-    // the later groups' sums meet the first group's in shared memory, added in group order
-    constexpr int VALUES = BLOCK_N / 2;
-    float* const partial = reinterpret_cast<float*>(shared);
-    copy_wait<0>();
-    __syncthreads();
-    if (group > 0) {
-#pragma unroll
-      for (int v = 0; v < VALUES; ++v) partial[((group - 1) * VALUES + v) * GROUP_THREADS + thread] = d[v];
-    }
-    __syncthreads();
-    if (group > 0) return;
-#pragma unroll
-    for (int g = 1; g < K_GROUPS; ++g)
-#pragma unroll
-      for (int v = 0; v < VALUES; ++v) d[v] += partial[((g - 1) * VALUES + v) * GROUP_THREADS + thread];
+    if (!meet_k_groups(d, group, thread)) return;
   }
 
   // d's elements, n-tile j: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
@@ -316,35 +326,8 @@ __device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF
   }
 
   if constexpr (K_GROUPS > 1) {
-    // The rings are free once every copy has landed and every warp has read
-    // its last stage; the later groups' accumulators go there (value-major,
-    // so a warp's stores and loads are consecutive words), and the first
-    // group adds them in group order.
-    constexpr int VALUES = TILES_M * TILES_N * 4;
-    float* const partial = reinterpret_cast<float*>(shared);
-    copy_wait<0>();
-    __syncthreads();
-    if (group > 0) {
-#pragma unroll
-      for (int i = 0; i < TILES_M; ++i)
-#pragma unroll
-        for (int j = 0; j < TILES_N; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            partial[((group - 1) * VALUES + (i * TILES_N + j) * 4 + e) * GROUP_THREADS + thread] =
-                accumulator[i][j][e];
-    }
-    __syncthreads();
-    if (group > 0) return;
-#pragma unroll
-    for (int g = 1; g < K_GROUPS; ++g)
-#pragma unroll
-      for (int i = 0; i < TILES_M; ++i)
-#pragma unroll
-        for (int j = 0; j < TILES_N; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            accumulator[i][j][e] += partial[((g - 1) * VALUES + (i * TILES_N + j) * 4 + e) * GROUP_THREADS + thread];
+    // the accumulator's [i][j][e] is value (i TILES_N + j) 4 + e
+    if (!meet_k_groups(reinterpret_cast<float(&)[TILES_M * TILES_N * 4]>(accumulator), group, thread)) return;
   }
 
   // the accumulator's elements: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
