@@ -18,6 +18,7 @@ less: the certificate is sound only if the kernel honours the manifest.
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -315,6 +316,27 @@ class Image:
     @property
     def per_step(self) -> tuple[str, ...]:
         return FAMILIES[self.family].per_step
+
+    def words(self, scalars: Mapping[str, float | int]) -> dict[str, int]:
+        """Each scalar argument's 32-bit word: an f32 rounded to binary32, a u32 modulo 2^32."""
+        out = {}
+        for a in self.arguments:
+            if a.kind == F32:
+                out[a.name] = struct.unpack("<I", struct.pack("<f", scalars[a.name]))[0]
+            elif a.kind == U32:
+                out[a.name] = int(scalars[a.name]) & 0xFFFFFFFF
+        return out
+
+    def parameter_block(self, addresses: Mapping[str, int], words: Mapping[str, int]) -> bytes:
+        """The parameter block a launch passes outside a plan (tests, tools):
+        the pointers' addresses and the scalars' words at the ABI offsets."""
+        block = bytearray(self.parameter_bytes)
+        for a, offset in zip(self.arguments, self.offsets):
+            if a.kind == POINTER:
+                struct.pack_into("<Q", block, offset, addresses[a.name])
+            else:
+                struct.pack_into("<I", block, offset, words[a.name])
+        return bytes(block)
 
 
 class ImageError(ValueError):

@@ -155,49 +155,41 @@ def kernel_times(plan, device, submission: int, repeat: int = 20) -> dict[str, t
     """Each launch of one submission timed as a CUDA graph of `repeat` copies
     of it back to back (the gaps a graph has, not Python's): image ->
     (launches, total microseconds, total floor microseconds)."""
-    from planner.runtime.cuda import _Graph
-    from planner.runtime.driver import call
+    from planner.runtime import driver
 
-    start, stop = call("cuEventCreate", 0), call("cuEventCreate", 0)
     out: dict[str, tuple[int, float, float]] = {}
-    try:
-        for index in plan.submissions[submission].launches():
-            graph = call("cuGraphCreate", 0)
-            holder = _Graph(graph, None, {})
-            previous = None
-            for _ in range(repeat):
-                deps = [previous] if previous is not None else []
-                previous = call("cuGraphAddKernelNode", graph, deps, len(deps), device._node_params(holder, index))
-            executable = call("cuGraphInstantiate", graph, 0)
-            call("cuGraphLaunch", executable, device.stream)
-            call("cuEventRecord", start, device.stream)
-            call("cuGraphLaunch", executable, device.stream)
-            call("cuEventRecord", stop, device.stream)
-            call("cuEventSynchronize", stop)
-            us = call("cuEventElapsedTime", start, stop) * 1e3 / repeat
-            call("cuGraphExecDestroy", executable)
-            call("cuGraphDestroy", graph)
-            name = plan.launches[index].image
-            count, total, floor = out.get(name, (0, 0.0, 0.0))
-            out[name] = (count + 1, total + us, floor + floor_us(plan, index))
-    finally:
-        call("cuEventDestroy", start)
-        call("cuEventDestroy", stop)
+    for index in plan.submissions[submission].launches():
+        launch = plan.launches[index]
+        img = plan.image[launch.image]
+        us = driver.seconds_per_launch(device.kernels[img.name], launch.grid, launch.block, img.shared_bytes,
+                                       bytes(device.blocks[index]), repeat) * 1e6
+        count, total, floor = out.get(launch.image, (0, 0.0, 0.0))
+        out[launch.image] = (count + 1, total + us, floor + floor_us(plan, index))
     return out
 
 
-def _parameters(img, values: dict[str, int | float]) -> bytes:
-    """An image's parameter block from pointers (ints) and binary32 scalars (floats)."""
-    import struct
+def torch_graph_us(work, repeats: int) -> float:
+    """One call's share, in microseconds, of a CUDA graph of `repeats` calls
+    of `work` (PyTorch work), captured after a warm-up on a side stream and
+    replayed once before it is timed."""
+    import torch
 
-    block = bytearray(img.parameter_bytes)
-    for argument, offset in zip(img.arguments, img.offsets):
-        value = values[argument.name]
-        if isinstance(value, float):
-            struct.pack_into("<f", block, offset, value)
-        else:
-            struct.pack_into("<Q", block, offset, value)
-    return bytes(block)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        work()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(repeats):
+            work()
+    graph.replay()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    graph.replay()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) * 1e3 / repeats
 
 
 def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float]:
@@ -225,15 +217,15 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
               "log_sum_exp": torch.empty(b, h, t, device="cuda"), "row_terms": torch.empty(b, h, t, device="cuda"),
               "d_q": torch.empty(b, h, t, 64, device="cuda"), "d_k": torch.empty(b, kv, t, 64, device="cuda"),
               "d_v": torch.empty(b, kv, t, 64, device="cuda")}
-    values = {name: x.data_ptr() for name, x in planes.items()} | {
-        "stream_scale": math.log2(math.e) / math.sqrt(64), "score_scale": 1 / math.sqrt(64)}
+    addresses = {name: x.data_ptr() for name, x in planes.items()}
+    scalars = {"stream_scale": math.log2(math.e) / math.sqrt(64), "score_scale": 1 / math.sqrt(64)}
     launches, kernels = [], []
     try:
         for family in ("attention-forward", "attention-query", "attention-key"):
             img = image(family, batch=b, seq=t, heads=h, kv_heads=kv, half=half)
             kernel = driver.load_kernel(compile_image(img, gpu.arch), img.shared_bytes)
             kernels.append(kernel)
-            launches.append((kernel, img.grid({}), img.block, img.shared_bytes, _parameters(img, values)))
+            launches.append((kernel, img.grid({}), img.block, img.shared_bytes, img.parameter_block(addresses, img.words(scalars))))
         for launch in launches:
             driver.launch(*launch)
         driver.synchronize()
@@ -259,22 +251,7 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
     reference = F.scaled_dot_product_attention(q, k_full, v_full, is_causal=True).float()
     ours = planes["out"].view(b, t, h, 64).transpose(1, 2).float()
     difference = float(torch.linalg.norm(ours - reference) / torch.linalg.norm(reference))
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        sdpa()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(repeats):
-            sdpa()
-    graph.replay()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    graph.replay()
-    stop.record()
-    stop.synchronize()
-    sdpa_us = start.elapsed_time(stop) * 1e3 / repeats
+    sdpa_us = torch_graph_us(sdpa, repeats)
     return {"attention_us": ours_us, "sdpa_us": sdpa_us, "output_difference": difference}
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from planner.bench import torch_graph_us
 from planner.kernels.manifest import ARCHS, TILE_CANDIDATES, product_key, tile_serves, tiled_image
 from planner.model.config import DEFAULT
 from planner.runtime import driver
@@ -80,22 +81,6 @@ def choose(shape: tuple, row: dict) -> int:
     raise SystemExit(f"no tile computes {shape} within {BOUND} without local memory")
 
 
-def graph_us(work) -> float:
-    """One call's share of a captured graph of REPEATS calls."""
-    work()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(REPEATS):
-            work()
-    graph.replay()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    graph.replay()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) * 1e3 / REPEATS
-
-
 def sweep_one(device, a_layout, b_layout, m, n, k, residual, half) -> dict:
     dtype = DTYPES[half]
     a = torch.randn((k, m) if a_layout == "c" else (m, k), device="cuda").to(dtype)
@@ -104,21 +89,19 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half) -> dict:
     left = a.t() if a_layout == "c" else a            # m x k
     right = b if b_layout == "c" else b.t()           # k x n
     expected = left.double() @ right.double() + (r.double() if residual else 0)
-    row = {"torch_us": graph_us(lambda: torch.matmul(left, right)), "tiles": {}}
+    row = {"torch_us": torch_graph_us(lambda: torch.matmul(left, right), REPEATS), "tiles": {}}
     for tile in candidates((a_layout, b_layout, m, n, k, residual, half)):
         img = tiled_image(a_layout, b_layout, m, n, k, residual, half, tile)
         c = torch.full((m, n), float("nan"), device="cuda")
         pointers = {"c": c.data_ptr(), "a": a.data_ptr(), "b": b.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
-        block = bytearray(img.parameter_bytes)
-        for argument, offset in zip(img.arguments, img.offsets):
-            block[offset:offset + 8] = pointers[argument.name].to_bytes(8, "little")
+        block = img.parameter_block(pointers, {})
         kernel = driver.load_kernel(compile_image(img, device.arch), img.shared_bytes)
         try:
             grid = img.grid({})
-            driver.launch(kernel, grid, img.block, img.shared_bytes, bytes(block))
+            driver.launch(kernel, grid, img.block, img.shared_bytes, block)
             driver.synchronize()
             error = float(torch.linalg.norm(c.double() - expected) / torch.linalg.norm(expected))
-            us = driver.seconds_per_launch(kernel, grid, img.block, img.shared_bytes, bytes(block), REPEATS) * 1e6
+            us = driver.seconds_per_launch(kernel, grid, img.block, img.shared_bytes, block, REPEATS) * 1e6
         finally:
             driver.unload_kernel(kernel)
         row["tiles"][str(tile)] = {"us": us, "error": error}   # keyed as JSON keys them

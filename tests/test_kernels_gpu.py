@@ -14,12 +14,11 @@ giving the same bits. A table of the errors closes the module.
 from __future__ import annotations
 
 import math
-import struct
 
 import numpy as np
 import pytest
 
-from planner.kernels.manifest import F32, POINTER, READ, U32, Image
+from planner.kernels.manifest import POINTER, READ, Image
 from planner.model.config import Shape
 from planner.runtime.reference import DTYPES, HALF, REFERENCES, float_to_half, half_to_float, reference
 from tests.kernel_images import CASES
@@ -162,29 +161,6 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
 
 # ---- the launch ----
 
-def words(img: Image, scalars: dict[str, float | int]) -> dict[str, int]:
-    """Each scalar argument's 32-bit word."""
-    out = {}
-    for a in img.arguments:
-        if a.kind == F32:
-            out[a.name] = struct.unpack("<I", struct.pack("<f", scalars[a.name]))[0]
-        elif a.kind == U32:
-            out[a.name] = int(scalars[a.name]) & 0xFFFFFFFF
-    return out
-
-
-def parameter_block(img: Image, addresses: dict[str, int], scalar_words: dict[str, int]) -> bytes:
-    """The arguments at the manifest's offsets, up to the end of the last one
-    (the driver takes no trailing padding)."""
-    block = bytearray(img.offsets[-1] + (8 if img.arguments[-1].kind == POINTER else 4))
-    for a, offset in zip(img.arguments, img.offsets):
-        if a.kind == POINTER:
-            struct.pack_into("<Q", block, offset, addresses[a.name])
-        else:
-            struct.pack_into("<I", block, offset, scalar_words[a.name])
-    return bytes(block)
-
-
 def run_once(driver, kernel, img: Image, bases: dict[str, int], bodies: dict[str, bytes],
              parameters: bytes, scalar_words: dict[str, int]) -> dict[str, bytes]:
     """Write every argument's fenced region, launch, and read them all back."""
@@ -255,7 +231,7 @@ def test_kernel_matches_its_reference(device, table, shape, img, request):
     seed = np.random.SeedSequence().entropy  # fresh inputs every run; named if the case fails
     rng = np.random.default_rng(seed)
     arrays, scalars = inputs(img, shape, rng)
-    scalar_words = words(img, scalars)
+    scalar_words = img.words(scalars)
     extents = img.extents(scalar_words)
     types = REFERENCES[img.family].types
     pointers = [a for a in img.arguments if a.kind == POINTER]
@@ -271,7 +247,7 @@ def test_kernel_matches_its_reference(device, table, shape, img, request):
     kernel = driver.load_kernel(compile_image(img, handle.arch), img.shared_bytes)
     bases = {name: driver.allocate(len(body) + 2 * GUARD) for name, body in bodies.items()}
     try:
-        parameters = parameter_block(img, {name: base + GUARD for name, base in bases.items()}, scalar_words)
+        parameters = img.parameter_block({name: base + GUARD for name, base in bases.items()}, scalar_words)
         first = run_once(driver, kernel, img, bases, bodies, parameters, scalar_words)
         second = run_once(driver, kernel, img, bases, bodies, parameters, scalar_words)
         seconds = driver.seconds_per_launch(kernel, img.grid(scalar_words), img.block, img.shared_bytes,

@@ -115,14 +115,9 @@ class Launch:
     def parameter_block(self, image: Image, relocate: dict[str, int] | None = None) -> bytes:
         """The byte image of the parameter block; pointers relocated by the
         base of their window when `relocate` names it (0 otherwise)."""
-        block = bytearray(image.parameter_bytes)
-        for slot in self.slots:
-            if isinstance(slot.value, Address):
-                base = (relocate or {}).get(slot.value.window, 0)
-                block[slot.offset:slot.offset + 8] = (base + slot.value.offset).to_bytes(8, "little")
-            else:
-                block[slot.offset:slot.offset + 4] = slot.value.to_bytes(4, "little")
-        return bytes(block)
+        addresses = {slot.argument: (relocate or {}).get(slot.value.window, 0) + slot.value.offset
+                     for slot in self.slots if isinstance(slot.value, Address)}
+        return image.parameter_block(addresses, self.scalars())
 
 
 @dataclass(frozen=True)
