@@ -41,7 +41,7 @@ def test_one_update_matches_the_reference(gpu, plan):
         session = Session(plan, device)
         ids, targets = batches()(0)
         session.start(ids)
-        loss, grads, parameters = plan_gradients(session, device.run_launches, device.read_arena, ids, targets)
+        loss, grads, parameters = plan_gradients(session, ids, targets)
     finally:
         device.close()
     ref_loss, ref_grads = reference_gradients(DEFAULT, parameters, ids, targets, device="cuda")

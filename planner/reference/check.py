@@ -9,7 +9,7 @@ from planner.runtime.session import Session
 from planner.schedule.arena import entries
 
 
-def plan_gradients(session: Session, run_launches, read_arena, ids: np.ndarray, targets: np.ndarray
+def plan_gradients(session: Session, ids: np.ndarray, targets: np.ndarray
                    ) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
     """Run update 0's launches up to its AdamW (which would clear the
     gradients), then read the loss rows and the gradient bank (unscaled).
@@ -20,13 +20,13 @@ def plan_gradients(session: Session, run_launches, read_arena, ids: np.ndarray, 
     for plane in ("input-ids", "input-targets"):
         session.device.write("staging", plan.plane[plane].offset, session.inputs[plane])
     launches = [i for i in submission.launches() if i < session.adamw[0]]
-    run_launches(launches)
+    session.device.run_launches(launches)
     session.device.wait()
     rows = np.frombuffer(session.device.read("staging", plan.plane["result-diagnostics"].offset,
                                              plan.plane["result-diagnostics"].offset + 4 * config.shape.tokens), "<f4")
     bank = plan.plane["parameters"].bytes
-    gradients = np.frombuffer(read_arena(plan.plane["gradients"].offset, bank), "<f4")
-    parameters = np.frombuffer(read_arena(plan.plane["parameters"].offset, bank), "<f4").copy()
+    gradients = np.frombuffer(session.device.read_arena(plan.plane["gradients"].offset, bank), "<f4")
+    parameters = np.frombuffer(session.device.read_arena(plan.plane["parameters"].offset, bank), "<f4").copy()
     scale = config.learner.loss_scale
     out = {e.name: gradients[e.offset // 4:e.offset // 4 + e.elements].astype(np.float64).reshape(e.shape) / scale
            for e in entries(config)}

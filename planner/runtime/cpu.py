@@ -37,8 +37,7 @@ class CpuDevice:
         self.patched.setdefault(launch, {}).update(scalars)
 
     def submit(self, submission: int) -> None:
-        for index in self.plan.submissions[submission].launches():
-            self.run_launch(index)
+        self.run_launches(self.plan.submissions[submission].launches())
 
     def wait(self) -> None:
         pass
@@ -48,6 +47,15 @@ class CpuDevice:
 
     def read(self, window: str, start: int, stop: int) -> bytes:
         return self.memory[window][start:stop].tobytes()
+
+    # ---- for tests and tools, as on the GPU ----
+
+    def read_arena(self, start: int, size: int) -> bytes:
+        return self.read("arena", start, start + size)
+
+    def run_launches(self, indices) -> None:
+        for index in indices:
+            self.run_launch(index)
 
     def run_launch(self, index: int) -> None:
         launch = self.plan.launches[index]

@@ -184,8 +184,8 @@ class CudaDevice:
             edge.type = cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
             edge.from_port = cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
         # the edge-data form is cuGraphAddDependencies_v2 before CUDA 13
-        add = getattr(cu, "cuGraphAddDependencies_v2", None) and "cuGraphAddDependencies_v2"
-        call(add or "cuGraphAddDependencies", graph, [before], [after], [edge], 1)
+        add = "cuGraphAddDependencies_v2" if hasattr(cu, "cuGraphAddDependencies_v2") else "cuGraphAddDependencies"
+        call(add, graph, [before], [after], [edge], 1)
 
     def _set_node(self, g: _Graph, index: int) -> None:
         call("cuGraphExecKernelNodeSetParams", g.exec, g.nodes[index], self._node_params(g, index))

@@ -16,7 +16,7 @@ references on the CPU (the same plan, executed slowly, for tests).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol
 
 from planner.schedule.plan import HOST_READ, HOST_WRITE, SUBMIT, WAIT, Plan, Step
@@ -90,10 +90,11 @@ class Executor:
     backend: Backend
     supply: Supply
     receive: Receive
-    issued: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.transitions = transitions(self.plan)
+        # what the host reads after each submission (the same whatever follows)
+        self.collects = {before: t.collect for (before, _), t in self.transitions.items()}
         self.last = START
         self.collected = True
 
@@ -107,15 +108,13 @@ class Executor:
         self.collect()
         self._carry_out(t.prepare)
         self.backend.submit(submission)
-        self.issued.append(submission)
         self.last, self.collected = submission, False
 
     def collect(self) -> None:
         """What the host reads of the submission issued last (once)."""
         if self.collected:
             return
-        t = next(t for (before, _), t in self.transitions.items() if before == self.last)
-        self._carry_out(t.collect)
+        self._carry_out(self.collects[self.last])
         self.collected = True
 
     def finish(self) -> None:
