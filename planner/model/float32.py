@@ -278,3 +278,11 @@ def adam_epsilon(step: int, epsilon: Fraction, beta2: Fraction) -> int:
     """epsilon sqrt(1 - beta2^t): AdamW's epsilon moved inside the corrected
     update, so m / (sqrt(v) + this) needs no second correction."""
     return _corrected(step, Fraction(0), beta2, lambda c1, c2: epsilon ** 2 * c2)
+
+
+def adam_words(learner, step: int) -> dict[str, int]:
+    """The AdamW launch's per-step words for update `step` (counted from 1)
+    under a learner configuration: the corrected step size, and epsilon in
+    the loss-scaled gradients' units, corrected."""
+    return {"step_size": adam_step_size(step, learner.learning_rate, learner.beta1, learner.beta2),
+            "epsilon": adam_epsilon(step, learner.epsilon * learner.loss_scale, learner.beta2)}

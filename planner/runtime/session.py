@@ -120,10 +120,7 @@ class Session:
 
     def _adam_scalars(self, step: int) -> dict[str, int]:
         """AdamW's per-step words for the update after `step` updates."""
-        lr = self.config.learner
-        t = lr.first_step + step
-        return {"step_size": f32.adam_step_size(t, lr.learning_rate, lr.beta1, lr.beta2),
-                "epsilon": f32.adam_epsilon(t, lr.epsilon * lr.loss_scale, lr.beta2)}
+        return f32.adam_words(self.config.learner, self.config.learner.first_step + step)
 
     def evaluate(self, ids: np.ndarray, targets: np.ndarray) -> float:
         """The mean loss on a batch, without an update (between invocations)."""

@@ -100,14 +100,6 @@ class Constants:
             rotary=tuple(f32.rotary_words(ROTARY_BASE, s.rotary_columns)),
         )
 
-    def adam_step_size(self, config: Config, step: int) -> int:
-        lr = config.learner
-        return f32.adam_step_size(step, lr.learning_rate, lr.beta1, lr.beta2)
-
-    def adam_epsilon(self, config: Config, step: int) -> int:
-        lr = config.learner
-        return f32.adam_epsilon(step, lr.epsilon * lr.loss_scale, lr.beta2)
-
 
 @dataclass
 class Builder:
@@ -495,7 +487,7 @@ def adamw(b: Builder, step: int) -> None:
                   "first_moments": lay.at("first-moments"), "second_moments": lay.at("second-moments"),
                   "halves": lay.at("half-copies")},
                  beta1=c.beta1, one_minus_beta1=c.one_minus_beta1, beta2=c.beta2, one_minus_beta2=c.one_minus_beta2,
-                 decay=c.decay, step_size=c.adam_step_size(b.config, step), epsilon=c.adam_epsilon(b.config, step))
+                 decay=c.decay, **f32.adam_words(b.config.learner, step))
 
 
 def final(b: Builder) -> None:
