@@ -5,7 +5,6 @@ attested cubins."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Iterable
 
 from planner.certify.findings import MachineFindings, Violation
@@ -36,7 +35,7 @@ def sass_check(archs: Iterable[str] = ARCHS):
                 early = [(k.kernel, k.early_access) for k in report.kernels if k.early_access is not None]
                 early = early if dependent_launch(arch) else []
                 if report.status == "pass" and not early:
-                    attested[f"{name}@{arch}"] = hashlib.sha256(cubins[name]).hexdigest()
+                    attested[f"{name}@{arch}"] = report.sha256
                 for finding in report.findings:
                     violations.append(Violation(NAME, f"image {name} ({arch}): {finding.text()}"))
                 for kernel, (offset, text) in early:

@@ -139,10 +139,6 @@ class KernelVerdict:
     # the one before it drains must not have (planner.certify.machine).
     early_access: tuple[int, str] | None = None
 
-    @property
-    def status(self) -> str:
-        return "fail" if self.findings else "unknown" if self.unknowns else "pass"
-
 
 # -- the code in arrays ----------------------------------------------------------
 
@@ -177,7 +173,7 @@ def _ops(function: Function) -> list[_Op]:
             reads, writes = frozenset(), frozenset()
         if instruction.base == "RET":
             writes = frozenset()
-        guard = instruction.guard.lstrip("!") if instruction.guard else None
+        guard = instruction.guard_register
         depbar = None
         if instruction.base == "DEPBAR":
             match = _DEPBAR.search(instruction.operands)
@@ -320,7 +316,7 @@ def _variable_hazards(
         for register in sorted(hit):
             if index not in reported:
                 reported.add(index)
-                path = _walk_states(parent, state, producer)
+                path = _walk(parent, state, producer)
                 cycles = sum(ops[i].stall for i in path[:-1])
                 yield _Candidate(kind, producer, index, register, path, cycles, None)
         remaining = pending.live - (op.kills if kind == VARIABLE else hit)
@@ -343,11 +339,12 @@ def _warpgroup_hazards(ops: list[_Op], flow: ControlFlow, producer: int) -> Iter
     a path with no WARPGROUP.DEPBAR.LE gsb0, 0x0 after it (breadth first, so
     each is reported on its shortest such path)."""
     live = ops[producer].writes
-    queue = deque(flow.successors[producer])
-    parent: dict[int, int | None] = {index: None for index in queue}
+    queue = deque((index,) for index in flow.successors[producer])
+    parent: dict[tuple[int], tuple[int] | None] = {state: None for state in queue}
     reported = set()
     while queue:
-        index = queue.popleft()
+        state = queue.popleft()
+        (index,) = state
         op = ops[index]
         instruction = op.instruction
         if instruction.opcode == "WARPGROUP.DEPBAR.LE" and _WARPGROUP_WAIT.match(instruction.operands.strip()):
@@ -355,18 +352,15 @@ def _warpgroup_hazards(ops: list[_Op], flow: ControlFlow, producer: int) -> Iter
         hit = live & (op.reads | op.writes) if op.executes and instruction.base != ASYNC_MATRIX else frozenset()
         if hit and index not in reported:
             reported.add(index)
-            path = [index]
-            while parent[path[-1]] is not None:
-                path.append(parent[path[-1]])
-            path = (producer, *reversed(path))
+            path = _walk(parent, state, producer)
             cycles = sum(ops[i].stall for i in path[:-1])
             yield _Candidate(WARPGROUP, producer, index, sorted(hit)[0], path, cycles, None)
         if index == producer:
             continue
         for successor in flow.successors[index]:
-            if successor not in parent:
-                parent[successor] = index
-                queue.append(successor)
+            if (successor,) not in parent:
+                parent[(successor,)] = state
+                queue.append((successor,))
 
 
 def _completes(op: _Op, pending: _Pending, barrier: int | None, completing: set, model: ArchModel) -> bool:
@@ -420,14 +414,6 @@ def _of_class(op: _Op, in_order: int | None, model: ArchModel) -> bool:
         and op.write_barrier is not None
         and model.in_order_class(op.instruction.opcode) == in_order
     )
-
-
-def _walk_states(parent: dict, state, producer: int) -> tuple[int, ...]:
-    path = []
-    while state is not None:
-        path.append(state[0])
-        state = parent[state]
-    return (producer, *reversed(path))
 
 
 # -- witnesses ---------------------------------------------------------------------

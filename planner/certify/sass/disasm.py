@@ -98,6 +98,11 @@ class Instruction:
         return self.opcode.split(".", 1)[0]
 
     @property
+    def guard_register(self) -> str | None:
+        """The guard predicate's register, without "!"."""
+        return self.guard.lstrip("!") if self.guard else None
+
+    @property
     def never_executes(self) -> bool:
         """``@!PT`` / ``@!UPT`` filler: no register effect (barriers still apply)."""
         return self.guard in ("!PT", "!UPT")

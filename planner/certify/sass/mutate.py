@@ -153,7 +153,7 @@ def _stall_plan(code, index: int, model: ArchModel):
         return
     consumer = code[reader]
     read = producer.writes & consumer.reads
-    guard = consumer.guard.lstrip("!") if consumer.guard else None
+    guard = consumer.guard_register
     needed = max(model.fixed_latency(producer.opcode, consumer.opcode, r == guard) or 0 for r in read)
     distance = sum(code[i].control.stall for i in range(index, reader))
     cut = distance - needed + 1
@@ -171,7 +171,7 @@ def _stall_plan(code, index: int, model: ArchModel):
 def _read_barrier_plan(code, index: int):
     producer = code[index]
     control = producer.control
-    guard = producer.guard.lstrip("!") if producer.guard else None
+    guard = producer.guard_register
     protected = {r for r in producer.reads if r.startswith("R") and r != guard}
     overwrite = None
     for later, instruction in _run(code, index):
