@@ -41,12 +41,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda.bindings import nvrtc
-
 from planner.certify.sass.disasm import Function, control_flow, disassemble, nvdisasm_version
 from planner.certify.sass.latency import ANY, GUARD, consumer_key
+from planner.kernels.manifest import ARCHS
+from planner.runtime.nvrtc import compile_source, nvrtc_version
 
-ARCHS = ("sm_86", "sm_90")
 OUT = Path(__file__).resolve().parents[1] / "planner" / "certify" / "sass" / "latencies.json"
 STEPS_PER_KERNEL = 240
 SIGNATURE = 'extern "C" __global__ void {}(const unsigned* tab, unsigned* gtab, unsigned u, unsigned* out)'
@@ -470,38 +469,8 @@ def source() -> str:
 # -- compiling -------------------------------------------------------------------
 
 
-def _check(result, program=None) -> None:
-    if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        log = ""
-        if program is not None:
-            _, size = nvrtc.nvrtcGetProgramLogSize(program)
-            buffer = b" " * size
-            nvrtc.nvrtcGetProgramLog(program, buffer)
-            log = buffer.decode(errors="replace")
-        raise RuntimeError(f"NVRTC: {result}\n{log[-4000:]}")
-
-
 def compile_cubin(text: str, arch: str) -> bytes:
-    result, program = nvrtc.nvrtcCreateProgram(text.encode(), b"chains.cu", 0, [], [])
-    _check(result)
-    try:
-        options = [f"-arch={arch}".encode(), b"-diag-suppress=550"]
-        (result,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
-        _check(result, program)
-        result, size = nvrtc.nvrtcGetCUBINSize(program)
-        _check(result)
-        image = b" " * size
-        (result,) = nvrtc.nvrtcGetCUBIN(program, image)
-        _check(result)
-        return image
-    finally:
-        nvrtc.nvrtcDestroyProgram(program)
-
-
-def nvrtc_version() -> str:
-    result, major, minor = nvrtc.nvrtcVersion()
-    _check(result)
-    return f"{major}.{minor}"
+    return compile_source(text, "chains.cu", [f"-arch={arch}", "-diag-suppress=550"])
 
 
 # -- reading the schedules ---------------------------------------------------------
@@ -570,7 +539,7 @@ def _reads_of(code, flow, index: int) -> list[Read]:
         executes = not consumer.never_executes and consumer.base != "CALL"
         read = live & consumer.reads if executes else set()
         if read:
-            guard = consumer.guard.lstrip("!") if consumer.guard else None
+            guard = consumer.guard_register
             keys = {(GUARD if r == guard else consumer_key(consumer.opcode), "P" in r) for r in read}
             barrier = producer.control.write_barrier is not None
             covering = tuple(completed)
@@ -588,7 +557,7 @@ def _reads_of(code, flow, index: int) -> list[Read]:
 
 def _filler(instruction) -> bool:
     """An instruction ptxas adds only to spend cycles."""
-    return instruction.never_executes or instruction.guard == "!UPT" or instruction.base == "NOP"
+    return instruction.never_executes or instruction.base == "NOP"
 
 
 def _distance_to_wait(code, leaders, index: int) -> tuple[int, str]:
@@ -744,7 +713,7 @@ def main(argv: list[str] | None = None) -> int:
         entry = table(observe(functions))
         entry = {
             "provenance": {
-                "compiler": f"NVRTC {nvrtc_version()} (its built-in ptxas), -arch={arch}",
+                "compiler": f"NVRTC {'.'.join(map(str, nvrtc_version()))} (its built-in ptxas), -arch={arch}",
                 "disassembler": nvdisasm_version(),
                 "date": datetime.date.today().isoformat(),
                 "method": f"least stall cycles ptxas leaves between producer and first reader, over the "

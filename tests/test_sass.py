@@ -20,10 +20,11 @@ from planner.certify.sass.cubin import decode_control, encode_control, parse_cub
 from planner.certify.sass.disasm import control_flow, disassemble
 from planner.certify.sass.latency import default_model
 from planner.certify.sass.mutate import READ_BARRIER as PLANTED_READ, STALL, WAIT, mutations, sample
+from planner.kernels.manifest import ARCHS
+from planner.runtime.nvrtc import CompileError, compile_source
 
-nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
+pytest.importorskip("cuda.bindings.nvrtc")
 
-ARCHS = ("sm_86", "sm_90")
 KERNELS = Path(__file__).with_name("sass_kernels.cu")
 MUTATIONS_PER_KIND = 100  # per architecture
 
@@ -60,24 +61,10 @@ extern "C" __global__ void __launch_bounds__(128) k_wgmma(float* c, const unsign
 
 
 def _compile(source: str, arch: str) -> bytes:
-    def ok(result, *values):
-        assert result == nvrtc.nvrtcResult.NVRTC_SUCCESS, result
-        return values[0] if len(values) == 1 else values
-
-    program = ok(*nvrtc.nvrtcCreateProgram(source.encode(), b"sass_kernels.cu", 0, [], []))
     try:
-        options = [f"-arch={arch}".encode()]
-        (result,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
-        if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            size = ok(*nvrtc.nvrtcGetProgramLogSize(program))
-            log = b" " * size
-            nvrtc.nvrtcGetProgramLog(program, log)
-            pytest.fail(log.decode(errors="replace"))
-        image = b" " * ok(*nvrtc.nvrtcGetCUBINSize(program))
-        ok(*nvrtc.nvrtcGetCUBIN(program, image))
-        return image
-    finally:
-        nvrtc.nvrtcDestroyProgram(program)
+        return compile_source(source, "sass_kernels.cu", [f"-arch={arch}"])
+    except CompileError as error:
+        pytest.fail(str(error))
 
 
 @pytest.fixture(scope="module")

@@ -164,26 +164,33 @@ def _checked(call: str, result, *values):
     return values[0] if len(values) == 1 else values
 
 
-def _compile(img: Image, arch: str) -> bytes:
+def compile_source(text: str, filename: str, flags: list[str], headers: tuple[tuple[str, str], ...] = (),
+                   what: str = "") -> bytes:
+    """A cubin from CUDA source through the pinned NVRTC; headers are (name,
+    text) pairs (NVRTC has no search path). CompileError names `what` (the
+    file by default) and carries the log."""
     _pin()
     from cuda.bindings import nvrtc
 
-    included = headers()
     program = _checked("nvrtcCreateProgram", *nvrtc.nvrtcCreateProgram(
-        source(img).encode(), f"{img.name}.cu".encode(), len(included),
-        [text.encode() for _, text in included], [name.encode() for name, _ in included]))
+        text.encode(), filename.encode(), len(headers),
+        [body.encode() for _, body in headers], [name.encode() for name, _ in headers]))
     try:
-        flags = [o.encode() for o in options(img, arch)]
-        (result,) = nvrtc.nvrtcCompileProgram(program, len(flags), flags)
+        encoded = [f.encode() for f in flags]
+        (result,) = nvrtc.nvrtcCompileProgram(program, len(encoded), encoded)
         if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             size = _checked("nvrtcGetProgramLogSize", *nvrtc.nvrtcGetProgramLogSize(program))
             log = b" " * size
             _checked("nvrtcGetProgramLog", *nvrtc.nvrtcGetProgramLog(program, log))
             text = log.rstrip(b" \0").decode(errors="replace")
-            raise CompileError(f"image {img.name} ({arch}) does not compile:\n{text}")
+            raise CompileError(f"{what or filename} does not compile:\n{text}")
         size = _checked("nvrtcGetCUBINSize", *nvrtc.nvrtcGetCUBINSize(program))
         cubin = b" " * size
         _checked("nvrtcGetCUBIN", *nvrtc.nvrtcGetCUBIN(program, cubin))
         return cubin
     finally:
         _checked("nvrtcDestroyProgram", *nvrtc.nvrtcDestroyProgram(program))
+
+
+def _compile(img: Image, arch: str) -> bytes:
+    return compile_source(source(img), f"{img.name}.cu", options(img, arch), headers(), f"image {img.name} ({arch})")
