@@ -62,7 +62,7 @@ def build(config: Config, layout: str = "seed") -> Plan:
     return plan
 
 
-def _mib(n: int) -> str:
+def mib(n: int) -> str:
     return f"{n / (1 << 20):,.1f} MiB"
 
 
@@ -74,7 +74,7 @@ def summary(plan: Plan) -> str:
     if plan.parameter_count():
         lines.append(f"parameters: {plan.parameter_count():,}")
     for w in plan.windows:
-        lines.append(f"window {w.name:8} {w.bytes:>14,} bytes ({_mib(w.bytes)}, {w.memory})")
+        lines.append(f"window {w.name:8} {w.bytes:>14,} bytes ({mib(w.bytes)}, {w.memory})")
     lines.append(f"globals: {', '.join(plan.globals)}")
     per_phase = Counter(l.phase for l in plan.launches)
     lines.append(f"{'phase':28} {'launches':>8} {'fresh':>6} {'carried':>8} {'fresh bytes':>14}")

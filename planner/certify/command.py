@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from planner.cli import LAYOUTS
 from planner.certify import proofs, with_machine_code
 from planner.certify.findings import FAIL, PASS
 from planner.certify.properties import check
@@ -21,7 +22,7 @@ CERTIFIED, FAILED, BAD_INPUT, UNKNOWN = 0, 1, 2, 3
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="configuration JSON (default: the embedded default)")
     p.add_argument("--plan", metavar="FILE", help="certify this plan file instead ('-': standard input)")
-    p.add_argument("--layout", choices=("seed", "placed"), default="seed",
+    p.add_argument("--layout", choices=LAYOUTS, default="seed",
                    help="the configuration's plan in the seed's layout (default) or placed again")
     p.add_argument("--format", choices=FORMATS, default="text", help="how to report (default: text)")
     p.add_argument("--limit", type=int, default=5, metavar="N", help="counterexamples per property (default 5)")

@@ -34,8 +34,3 @@ class Batches:
         windows = np.stack([self.tokens[s:s + self.seq + 1] for s in starts]).astype(np.int32)
         return windows[:, :-1], windows[:, 1:]
 
-
-def split(tokens: np.ndarray, validation: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
-    """The stream's head for training and its tail for validation."""
-    cut = int(len(tokens) * (1 - validation))
-    return tokens[:cut], tokens[cut:]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from planner.place.problem import Problem, align
+from planner.place.problem import Problem
+from planner.schedule.arena import align
 
 
 def best_fit(p: Problem, order: Sequence[int]) -> list[int]:

@@ -14,10 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.place.liveness import Liveness, Tensor
-
-
-def align(x: int, a: int) -> int:
-    return -(-x // a) * a
+from planner.schedule.arena import align
 
 
 @dataclass(frozen=True)

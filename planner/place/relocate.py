@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from planner.place.liveness import Liveness, Site, Tensor, host_site
 from planner.place.phases import stretches
+from planner.schedule.arena import align
 from planner.schedule.plan import (Access, Address, HOST_READ, HOST_WRITE, Launch, Plan, Plane, Step, Window,
                                    check_consistent, launch_accesses)
 
@@ -63,7 +64,7 @@ def relocate(lv: Liveness, window: str, offsets: dict[str, int], notes: dict) ->
     planes.sort(key=lambda p: (p.window, p.offset, p.name))
     by_name = {p.name: p for p in planes}
     top = max((p.stop for p in planes if p.window == window), default=0)
-    windows = tuple(Window(w.name, -(-top // PAGE) * PAGE, w.memory) if w.name == window else w
+    windows = tuple(Window(w.name, align(top, PAGE), w.memory) if w.name == window else w
                     for w in plan.windows)
     globals_ = tuple(g for g in plan.globals if g in by_name)
     tensor_of = lv.tensor_of()

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from planner.cli import LAYOUTS
 from planner.data.batches import Batches, DataError
 from planner.model.config import Config
 
@@ -37,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=("gpu", "cpu"), default="gpu",
                    help="gpu (the default), or cpu: the numpy references, for small shapes")
     p.add_argument("--no-graphs", action="store_true", help="issue launches one by one instead of CUDA graphs")
-    p.add_argument("--layout", choices=("seed", "placed"), default="seed",
+    p.add_argument("--layout", choices=LAYOUTS, default="seed",
                    help="the seed's arena layout (default) or one placed from launch-level liveness")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 

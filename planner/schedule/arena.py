@@ -96,7 +96,10 @@ class Layout:
     saved_layer_bytes: int
     saved_offsets: dict[str, int]  # saved item -> offset within a layer's block
     arena_bytes: int
-    staging_bytes: int
+
+    @property
+    def staging_bytes(self) -> int:
+        return self.config.run.staging_bytes
 
     def entry(self, name: str) -> Entry:
         return self._entry_map[name]
@@ -120,7 +123,9 @@ class Layout:
 
     @property
     def boundary_stride(self) -> int:
-        return align(self.sizes["plane"], BANK_ALIGNMENT)
+        """The bytes between layer boundaries: the boundaries plane holds one
+        residual-stream plane, page-aligned, per layer and one more."""
+        return self.sizes["boundaries"] // (self.config.shape.layers + 1)
 
     def saved(self, l: int, item: str) -> tuple[str, int]:
         return self.at("saved-activations", l * self.saved_layer_bytes + self.saved_offsets[item])
@@ -248,10 +253,7 @@ def seed_layout(config: Config) -> Layout:
     windows = {name: ARENA for name in off}
     for name, (at, nbytes) in staging.items():
         off[name], size[name], windows[name] = at, nbytes, STAGING
-    off["plane"], size["plane"] = 0, plane   # the residual stream's size, for strides
-    windows["plane"] = ARENA
-    return Layout(config, ents, parameter_bytes, off, size, windows, saved_layer_bytes, saved_offsets,
-                  arena_bytes, run.staging_bytes)
+    return Layout(config, ents, parameter_bytes, off, size, windows, saved_layer_bytes, saved_offsets, arena_bytes)
 
 
 def staging_layout(config: Config) -> dict[str, tuple[int, int]]:

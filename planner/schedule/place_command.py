@@ -10,7 +10,7 @@ import sys
 
 from planner.certify import certify
 from planner.certify.findings import PASS
-from planner.cli import InputError, plan_from
+from planner.cli import InputError, mib, plan_from
 from planner.place.placement import BUDGET_S, Placement, place
 from planner.place.table import CONFIGS, format_table, rows, table_json, verify
 from planner.schedule.plan import dumps
@@ -30,20 +30,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the numbers as JSON")
 
 
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):,.1f} MiB"
-
-
 def summary(original_bytes: int, p: Placement, verified: str) -> str:
     times = lambda n: f"{n / p.load:.3f} x LOAD" if p.load else "LOAD is 0"
     return "\n".join([
-        f"placed {p.tensors} tensors of window {p.window} above {_mib(p.base)} of pinned banks",
-        f"LOAD       {p.load:>14,} bytes ({_mib(p.load)}; with alignment {p.bound:,})",
+        f"placed {p.tensors} tensors of window {p.window} above {mib(p.base)} of pinned banks",
+        f"LOAD       {p.load:>14,} bytes ({mib(p.load)}; with alignment {p.bound:,})",
         f"seed       {p.seed:>14,} bytes ({times(p.seed)})",
         f"best-fit   {p.best_fit:>14,} bytes ({times(p.best_fit)})",
         f"optimised  {p.optimised:>14,} bytes ({times(p.optimised)}"
         f"{', optimal' if p.optimal else ''}; best-fit order {p.order})",
-        f"arena      {original_bytes:,} -> {p.window_bytes:,} bytes ({_mib(original_bytes)} -> {_mib(p.window_bytes)})",
+        f"arena      {original_bytes:,} -> {p.window_bytes:,} bytes ({mib(original_bytes)} -> {mib(p.window_bytes)})",
         f"time       {p.seconds:.2f} s (liveness {p.liveness_s:.2f}, best-fit {p.best_fit_s:.2f}, "
         f"search {p.search_s:.2f})",
         f"verified   {verified}",
