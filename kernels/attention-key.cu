@@ -7,7 +7,7 @@
 // L the forward's base-2 log-sum-exp and D the query launch's row terms.
 // The query and d_out tiles ([b][h][s][64], half) and their L and D are
 // double-buffered in shared memory; each tile serves both as rows (S^T, dP^T)
-// and as columns (d_v, d_k), so q_t and d_out_t are not read. d_k = score_scale
+// and as columns (d_v, d_k). d_k = score_scale
 // (the sum) and d_v are [b][g][s][64] binary32.
 #include "attention.cuh"
 
@@ -18,8 +18,7 @@ struct Stage {
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v,
-      const HALF* __restrict__ d_out, const HALF* __restrict__ q_t, const HALF* __restrict__ d_out_t,
-      const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms, float* __restrict__ d_k,
+      const HALF* __restrict__ d_out, const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms, float* __restrict__ d_k,
       float* __restrict__ d_v, float stream_scale, float score_scale) {
   await_previous_launch();
   __shared__ __align__(128) Stage stages[2];

@@ -6,13 +6,12 @@
 // dP = d_out V^T, dS = P (dP - D) and d_q = score_scale dS K, accumulated in
 // registers over the key tiles up to the diagonal in increasing order. The key
 // and value tiles ([b][g][s][64], half) are double-buffered in shared memory;
-// K serves both S = Q K^T (its rows) and dQ = dS K (its columns), so k_t is
-// not read. d_q is [b][h][s][64] binary32, row_terms [b][h][s].
+// K serves both S = Q K^T (its rows) and dQ = dS K (its columns). d_q is [b][h][s][64] binary32, row_terms [b][h][s].
 #include "attention.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v,
-      const HALF* __restrict__ k_t, const HALF* __restrict__ d_out, const HALF* __restrict__ out,
+      const HALF* __restrict__ d_out, const HALF* __restrict__ out,
       const float* __restrict__ log_sum_exp, float* __restrict__ d_q, float* __restrict__ row_terms,
       float stream_scale, float score_scale) {
   await_previous_launch();

@@ -156,9 +156,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            constants=("rows", "width", "vocab")),
     Family("layernorm-forward", _args("out:w in:r gamma:r beta:r statistics:w inverse_width:f32 epsilon:f32"),
            _fixed(128), lambda c, s: (c["rows"], 1, 1),
-           lambda c, s: {"out": c["rows"] * c["width"] * 4, "in": c["rows"] * c["width"] * 4,
+           lambda c, s: {"out": c["rows"] * c["width"] * HALF_BYTES, "in": c["rows"] * c["width"] * 4,
                          "gamma": c["width"] * 4, "beta": c["width"] * 4, "statistics": c["rows"] * 8},
-           constants=("rows", "width")),
+           constants=("rows", "width", "half")),
     Family("layernorm-backward", _args(
         "dx:w x:r dy:r gamma:r x_hat:w statistics:r inverse_width:f32 epsilon:f32"),
         _fixed(128), lambda c, s: (c["rows"], 1, 1),
@@ -188,18 +188,18 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                          "log_sum_exp": _attention_planes(c)["rows"]},
            registers=255, constants=("batch", "seq", "heads", "kv_heads", "half")),
     Family("attention-query", _args(
-        "q:r k:r v:r k_t:r d_out:r out:r log_sum_exp:r d_q:w row_terms:w stream_scale:f32 score_scale:f32"),
+        "q:r k:r v:r d_out:r out:r log_sum_exp:r d_q:w row_terms:w stream_scale:f32 score_scale:f32"),
         _fixed(128), lambda c, s: (c["seq"] // 64, c["heads"], c["batch"]),
-        lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "k_t": p["kv"], "d_out": p["q"],
+        lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
                                  "out": p["merged"], "log_sum_exp": p["rows"], "d_q": p["q32"],
                                  "row_terms": p["rows"]})(_attention_planes(c)),
         registers=255, constants=("batch", "seq", "heads", "kv_heads", "half")),
     Family("attention-key", _args(
-        "q:r k:r v:r d_out:r q_t:r d_out_t:r log_sum_exp:r row_terms:r d_k:w d_v:w "
+        "q:r k:r v:r d_out:r log_sum_exp:r row_terms:r d_k:w d_v:w "
         "stream_scale:f32 score_scale:f32"),
         _fixed(128), lambda c, s: (c["seq"] // 64, c["kv_heads"], c["batch"]),
-        lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"], "q_t": p["q"],
-                                 "d_out_t": p["q"], "log_sum_exp": p["rows"], "row_terms": p["rows"],
+        lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
+                                 "log_sum_exp": p["rows"], "row_terms": p["rows"],
                                  "d_k": p["kv32"], "d_v": p["kv32"]})(_attention_planes(c)),
         registers=255, constants=("batch", "seq", "heads", "kv_heads", "half")),
     Family("token-to-head", _args("heads:w merged:r"), _fixed(128),

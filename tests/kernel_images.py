@@ -36,7 +36,7 @@ def family_images(s: Shape, half: str) -> list[Image]:
         image("random-normal"), image("rotary-table", seq=s.seq), image("fill"), image("copy"),
         image("cast-down", half=half), image("add"), image("argmax", vocab=s.vocab),
         image("gather", vocab=s.vocab, **rows),
-        image("layernorm-forward", **rows), image("layernorm-backward", **rows), image("layernorm-parameters", **rows),
+        image("layernorm-forward", half=half, **rows), image("layernorm-backward", **rows), image("layernorm-parameters", **rows),
         image("qk-rope", **attention), image("value-transpose", **attention),
         image("attention-forward", **attention), image("attention-query", **attention),
         image("attention-key", **attention),
@@ -60,7 +60,7 @@ def all_images(s: Shape, half: str) -> list[Image]:
 
 
 # the families whose bfloat16 images are checked too (those that convert halves)
-BFLOAT16_FAMILIES = ("cast-down", "qk-rope", "value-transpose", "attention-forward", "attention-query",
+BFLOAT16_FAMILIES = ("cast-down", "layernorm-forward", "qk-rope", "value-transpose", "attention-forward", "attention-query",
                      "attention-key", "token-to-head", "inverse-rope-qkv", "adamw", "gated-gelu-forward",
                      "gated-gelu-backward")
 

@@ -72,8 +72,7 @@ def _attention_inputs(c, rng) -> dict[str, np.ndarray]:
     b, s, h, kv, half = c["batch"], c["seq"], c["heads"], c["kv_heads"], c["half"]
     x = {"q": _halves(rng, b * h * s * 64, half), "k": _halves(rng, b * kv * s * 64, half),
          "v": _halves(rng, b * kv * s * 64, half), "d_out": _halves(rng, b * h * s * 64, half)}
-    x["v_t"], x["k_t"] = _transposed(x["v"], b * kv, s), _transposed(x["k"], b * kv, s)
-    x["q_t"], x["d_out_t"] = _transposed(x["q"], b * h, s), _transposed(x["d_out"], b * h, s)
+    x["v_t"] = _transposed(x["v"], b * kv, s)
     forward = reference("attention-forward", c, x, ATTENTION_SCALARS)
     x["out"], x["log_sum_exp"] = float_to_half(_f32(forward["out"]), half), _f32(forward["log_sum_exp"])
     x["row_terms"] = _f32(reference("attention-query", c, x, ATTENTION_SCALARS)["row_terms"])

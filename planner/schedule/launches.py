@@ -179,8 +179,10 @@ def tiled(b: Builder, a: str, bl: str, m: int, n: int, k: int, c: Where, left: W
 
 
 def layer_norm(b: Builder, out: Where, x: Where, gamma: Where, beta: Where, statistics: Where) -> None:
+    """The normalised rows, in the half format (the seed's norm and its
+    cast-down in one launch: only the rounded rows are read)."""
     s = b.config.shape
-    b.launch(image("layernorm-forward", rows=s.tokens, width=s.width),
+    b.launch(image("layernorm-forward", rows=s.tokens, width=s.width, half=_half(b.config)),
              {"out": out, "in": x, "gamma": gamma, "beta": beta, "statistics": statistics},
              inverse_width=b.constants.inverse_width, epsilon=b.constants.layer_norm_epsilon)
 
@@ -309,8 +311,7 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
     h = lambda item: lay.half(f"layer{l}.{item}")
     sv = lambda item: lay.saved(l, item)
     with b.phase(LAYER):
-        layer_norm(b, lay.at("norm1"), x, p("norm1-gain"), p("norm1-shift"), sv("norm1-statistics"))
-        cast_down(b, sv("norm1-half"), lay.at("norm1"), T * W)
+        layer_norm(b, sv("norm1-half"), x, p("norm1-gain"), p("norm1-shift"), sv("norm1-statistics"))
         tiled(b, "r", "r", T, s.qkv_width, W, lay.at("qkv"), sv("norm1-half"), h("qkv"))
         b.launch(_attention(b, "qk-rope"), {"queries": sv("queries"), "keys": sv("keys"), "qkv": lay.at("qkv"),
                                              "cosine": lay.at("rotary-cosine"), "sine": lay.at("rotary-sine")})
@@ -319,8 +320,7 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
                  {"q": sv("queries"), "k": sv("keys"), "v_t": sv("values-t"), "out": sv("merged-half"),
                   "log_sum_exp": sv("log-sum-exp")}, stream_scale=c.stream_scale)
         tiled(b, "r", "r", T, W, W, sv("projection"), sv("merged-half"), h("output"), residual=x)
-        layer_norm(b, lay.at("norm2"), sv("projection"), p("norm2-gain"), p("norm2-shift"), sv("norm2-statistics"))
-        cast_down(b, sv("norm2-half"), lay.at("norm2"), T * W)
+        layer_norm(b, sv("norm2-half"), sv("projection"), p("norm2-gain"), p("norm2-shift"), sv("norm2-statistics"))
         tiled(b, "r", "r", T, F, W, sv("up"), sv("norm2-half"), h("up"))
         tiled(b, "r", "r", T, F, W, sv("gate"), sv("norm2-half"), h("gate"))
         b.launch(image("gated-gelu-forward", half=_half(b.config)),
@@ -340,9 +340,8 @@ def forward(b: Builder) -> None:
     for l in range(s.layers):
         layer_forward(b, l, lay.boundary(l), lay.boundary(l + 1))
     with b.phase(OUTPUT):
-        layer_norm(b, lay.at("final-norm"), lay.boundary(s.layers), lay.bank("parameters", "final-gain"),
+        layer_norm(b, lay.at("final-half"), lay.boundary(s.layers), lay.bank("parameters", "final-gain"),
                    lay.bank("parameters", "final-shift"), lay.at("final-statistics"))
-        cast_down(b, lay.at("final-half"), lay.at("final-norm"), T * W)
         tiled(b, "r", "r", T, V, W, lay.at("logits"), lay.at("final-half"), lay.half("embedding"))
         copy(b, lay.at("result-record"), lay.at("logits", (T - 1) * 4 * V), V)
 
@@ -409,20 +408,19 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
         b.launch(image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=_half(b.config)),
                  {"heads": at("context-gradient-heads"), "merged": at("merged-gradient")})
         D = s.head_width
+        # the seed's transposed queries, keys and context gradient are not
+        # made: the streaming backward reads each tile both ways (ldmatrix
+        # and its transposing form) from the heads' own layout
         b.launch(transpose(s.batch * s.kv_heads, D, s.seq), {"out": at("values-heads"), "in": sv("values-t")})
-        b.launch(transpose(s.batch * s.heads, s.seq, D), {"out": at("queries-t"), "in": sv("queries")})
-        b.launch(transpose(s.batch * s.kv_heads, s.seq, D), {"out": at("keys-t"), "in": sv("keys")})
-        b.launch(transpose(s.batch * s.heads, s.seq, D),
-                 {"out": at("context-gradient-t"), "in": at("context-gradient-heads")})
     with b.phase(ATTENTION_HEAD):
         b.launch(_attention(b, "attention-query"),
-                 {"q": sv("queries"), "k": sv("keys"), "v": at("values-heads"), "k_t": at("keys-t"),
+                 {"q": sv("queries"), "k": sv("keys"), "v": at("values-heads"),
                   "d_out": at("context-gradient-heads"), "out": sv("merged-half"), "log_sum_exp": sv("log-sum-exp"),
                   "d_q": at("queries-gradient"), "row_terms": at("row-terms")},
                  stream_scale=c.stream_scale, score_scale=c.score_scale)
         b.launch(_attention(b, "attention-key"),
                  {"q": sv("queries"), "k": sv("keys"), "v": at("values-heads"), "d_out": at("context-gradient-heads"),
-                  "q_t": at("queries-t"), "d_out_t": at("context-gradient-t"), "log_sum_exp": sv("log-sum-exp"),
+                  "log_sum_exp": sv("log-sum-exp"),
                   "row_terms": at("row-terms"), "d_k": at("keys-gradient"), "d_v": at("values-gradient")},
                  stream_scale=c.stream_scale, score_scale=c.score_scale)
     with b.phase(QKV):
