@@ -1,15 +1,26 @@
 // A block per row, from the forward's statistics {mean, rstd}:
 // x_hat = (x - mean) rstd (written), g = dy gamma,
 // dx = rstd (g - mean(g) - x_hat mean(g x_hat)). epsilon is not needed (rstd is
-// given); the row is held in registers between the reductions.
+// given); the row is held in registers between the reductions. The family
+// layernorm-backward-add writes residual + dx instead (the seed's add of the
+// branch's gradient to the residual stream's, in the same launch: the same
+// binary32 sum).
 #include "common.cuh"
+
+#if defined(IMAGE_FAMILY_LAYERNORM_BACKWARD_ADD)
+#define RESIDUAL_PARAMETER , const float* __restrict__ residual
+#define PLUS_RESIDUAL residual[row + column] +
+#else
+#define RESIDUAL_PARAMETER
+#define PLUS_RESIDUAL
+#endif
 
 constexpr int THREADS = BLOCK;
 constexpr int PER_THREAD = (WIDTH + THREADS - 1) / THREADS;
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(float* dx, const float* x, const float* dy, const float* __restrict__ gamma, float* __restrict__ x_hat,
-      const float* __restrict__ statistics, float inverse_width, float epsilon) {
+      const float* __restrict__ statistics RESIDUAL_PARAMETER, float inverse_width, float epsilon) {
   await_previous_launch();
   __shared__ float scratch[THREADS / 32];
   const size_t row = static_cast<size_t>(blockIdx.x) * WIDTH;
@@ -33,7 +44,7 @@ image(float* dx, const float* x, const float* dy, const float* __restrict__ gamm
     const int column = threadIdx.x + i * THREADS;
     if (column < WIDTH) {
       x_hat[row + column] = xh[i];
-      dx[row + column] = stats.y * (g[i] - mean_g - xh[i] * mean_gx);
+      dx[row + column] = PLUS_RESIDUAL stats.y * (g[i] - mean_g - xh[i] * mean_gx);
     }
   }
 }

@@ -165,6 +165,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
         lambda c, s: {k: c["rows"] * c["width"] * 4 for k in ("dx", "x", "dy", "x_hat")}
         | {"gamma": c["width"] * 4, "statistics": c["rows"] * 8},
         constants=("rows", "width")),
+    Family("layernorm-backward-add", _args(
+        "dx:w x:r dy:r gamma:r x_hat:w statistics:r residual:r inverse_width:f32 epsilon:f32"),
+        _fixed(128), lambda c, s: (c["rows"], 1, 1),
+        lambda c, s: {k: c["rows"] * c["width"] * 4 for k in ("dx", "x", "dy", "x_hat", "residual")}
+        | {"gamma": c["width"] * 4, "statistics": c["rows"] * 8},
+        constants=("rows", "width"), source="layernorm-backward"),
     Family("layernorm-parameters", _args("gamma_gradient:w dy:r x_hat:r beta_gradient:w"),
            _fixed(256), lambda c, s: (c["width"] // 4, 1, 1),
            lambda c, s: {"gamma_gradient": c["width"] * 4, "beta_gradient": c["width"] * 4,

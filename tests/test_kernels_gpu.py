@@ -115,7 +115,8 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
         if f == "layernorm-forward":
             return x, scalars
         stats = _f32(reference("layernorm-forward", c, x, scalars)["statistics"])
-        return {"x": x["in"], "dy": _normal(rng, n), "gamma": x["gamma"], "statistics": stats}, scalars
+        residual = {"residual": _normal(rng, n)} if f == "layernorm-backward-add" else {}
+        return {"x": x["in"], "dy": _normal(rng, n), "gamma": x["gamma"], "statistics": stats} | residual, scalars
     if f in ("qk-rope", "value-transpose"):
         qkv = _normal(rng, c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64)
         return {"qkv": qkv} | (_tables(rng, c["seq"]) if f == "qk-rope" else {}), {}

@@ -129,6 +129,11 @@ def _layernorm_backward(c, x, s):
     return {"dx": dx.reshape(-1), "x_hat": x_hat.reshape(-1)}
 
 
+def _layernorm_backward_add(c, x, s):
+    out = _layernorm_backward(c, x, s)
+    return out | {"dx": _f64(x["residual"]) + out["dx"]}
+
+
 def _layernorm_parameters(c, x, s):
     dy = _f64(x["dy"]).reshape(c["rows"], c["width"])
     x_hat = _f64(x["x_hat"]).reshape(c["rows"], c["width"])
@@ -359,6 +364,8 @@ REFERENCES: dict[str, Reference] = {
                                    _layernorm_forward),
     "layernorm-backward": Reference({"dx": F32, "x": F32, "dy": F32, "gamma": F32, "x_hat": F32,
                                      "statistics": F32}, _layernorm_backward),
+    "layernorm-backward-add": Reference({"dx": F32, "x": F32, "dy": F32, "gamma": F32, "x_hat": F32,
+                                         "statistics": F32, "residual": F32}, _layernorm_backward_add),
     "layernorm-parameters": Reference({"gamma_gradient": F32, "dy": F32, "x_hat": F32, "beta_gradient": F32},
                                       _layernorm_parameters),
     "qk-rope": Reference({"queries": HALF, "keys": HALF, "qkv": F32, "cosine": F32, "sine": F32}, _qk_rope),

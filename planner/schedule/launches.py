@@ -165,10 +165,6 @@ def cast_down(b: Builder, out: Where, src: Where, elements: int) -> None:
     b.launch(image("cast-down", half=_half(b.config)), {"out": out, "in": src}, elements=elements)
 
 
-def add(b: Builder, out: Where, left: Where, right: Where, elements: int) -> None:
-    b.launch(image("add"), {"out": out, "left": left, "right": right}, elements=elements)
-
-
 def tiled(b: Builder, a: str, bl: str, m: int, n: int, k: int, c: Where, left: Where, right: Where,
           residual: Where | None = None) -> None:
     """C (m x n) = A B (+ R): the forward's X W^T is (r, r), a data
@@ -188,11 +184,16 @@ def layer_norm(b: Builder, out: Where, x: Where, gamma: Where, beta: Where, stat
 
 
 def layer_norm_backward(b: Builder, gamma: Where, gamma_gradient: Where, beta_gradient: Where, x: Where,
-                        dy: Where, statistics: Where, dx: Where) -> None:
+                        dy: Where, statistics: Where, dx: Where, residual: Where | None = None) -> None:
+    """dx (+ the residual stream's gradient, the seed's add in the same
+    launch), then the gain's and shift's gradients."""
     s, c, lay = b.config.shape, b.constants, b.layout
     x_hat = lay.at("normalized-input")
-    b.launch(image("layernorm-backward", rows=s.tokens, width=s.width),
-             {"dx": dx, "x": x, "dy": dy, "gamma": gamma, "x_hat": x_hat, "statistics": statistics},
+    arguments = {"dx": dx, "x": x, "dy": dy, "gamma": gamma, "x_hat": x_hat, "statistics": statistics}
+    family = "layernorm-backward"
+    if residual is not None:
+        family, arguments = "layernorm-backward-add", arguments | {"residual": residual}
+    b.launch(image(family, rows=s.tokens, width=s.width), arguments,
              inverse_width=c.inverse_width, epsilon=c.layer_norm_epsilon)
     b.launch(image("layernorm-parameters", rows=s.tokens, width=s.width),
              {"gamma_gradient": gamma_gradient, "dy": dy, "x_hat": x_hat, "beta_gradient": beta_gradient})
@@ -398,8 +399,7 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
         tiled(b, "r", "c", T, W, F, at("norm2-gradient"), at("gate-gradient"), h("gate"),
               residual=at("norm2-up-gradient"))
         layer_norm_backward(b, p("norm2-gain"), g("norm2-gain"), g("norm2-shift"), sv("projection"),
-                            at("norm2-gradient"), sv("norm2-statistics"), at("norm2-input-gradient"))
-        add(b, other, current, at("norm2-input-gradient"), T * W)
+                            at("norm2-gradient"), sv("norm2-statistics"), other, residual=current)
     with b.phase(ATTENTION_OUTPUT):
         cast_down(b, at("output-dy-half"), other, T * W)
         tiled(b, "c", "c", W, W, T, g("output"), at("output-dy-half"), sv("merged-half"))
@@ -430,8 +430,7 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
         tiled(b, "c", "c", s.qkv_width, W, T, g("qkv"), at("qkv-gradient-half"), sv("norm1-half"))
         tiled(b, "r", "c", T, W, s.qkv_width, at("norm1-gradient"), at("qkv-gradient-half"), h("qkv"))
         layer_norm_backward(b, p("norm1-gain"), g("norm1-gain"), g("norm1-shift"), lay.boundary(l),
-                            at("norm1-gradient"), sv("norm1-statistics"), at("norm1-input-gradient"))
-        add(b, current, other, at("norm1-input-gradient"), T * W)
+                            at("norm1-gradient"), sv("norm1-statistics"), current, residual=other)
 
 
 def backward(b: Builder) -> None:
