@@ -117,19 +117,24 @@ static_assert(RESIDUAL == 0, "tiled adds no residual");
 #define RESIDUAL_ARGUMENT
 #endif
 
-// C[row][column, column + 1] = (v0, v1)
-__device__ __forceinline__ void store_pair(float* c, int row, int column, float v0, float v1) {
-  *reinterpret_cast<float2*>(c + static_cast<size_t>(row) * N + column) = make_float2(v0, v1);
-}
-
-// (v0, v1) += R[row][column, column + 1]. The epilogues add every element of
-// R before they store any of C, so the loads go out together (a store between
-// them would order each load behind it, C and R not being known apart); each
-// element of R is read by the thread that writes C there, so c may be r itself.
-__device__ __forceinline__ void add_pair(float& v0, float& v1, int row, int column, const float* r) {
-  const float2 residual = *reinterpret_cast<const float2*>(r + static_cast<size_t>(row) * N + column);
-  v0 += residual.x;
-  v1 += residual.y;
+// The epilogue, over the thread's pairs of C (`pairs` calls its argument
+// with each pair's two values, row and column): R added to every pair, then
+// C stored. Every element of R is read before any of C is written, so the
+// loads go out together (a store between them would order each load behind
+// it, C and R not being known apart); each element of R is read by the
+// thread that writes C there, so c may be r itself.
+template <typename Pairs>
+__device__ __forceinline__ void finish(float* c, Pairs pairs RESIDUAL_PARAMETER) {
+#if defined(IMAGE_FAMILY_TILED_ADD)
+  pairs([&](float& v0, float& v1, int row, int column) {
+    const float2 residual = *reinterpret_cast<const float2*>(r + static_cast<size_t>(row) * N + column);
+    v0 += residual.x;
+    v1 += residual.y;
+  });
+#endif
+  pairs([&](float& v0, float& v1, int row, int column) {
+    *reinterpret_cast<float2*>(c + static_cast<size_t>(row) * N + column) = make_float2(v0, v1);
+  });
 }
 
 // The K groups' sums meet, once every copy has landed and every warp has read
@@ -261,18 +266,13 @@ __device__ __forceinline__ void product_async(float* c, const HALF* a, const HAL
   }
 
   // d's elements, n-tile j: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
-#if defined(IMAGE_FAMILY_TILED_ADD)
+  finish(c, [&](auto visit) {
 #pragma unroll
-  for (int j = 0; j < BLOCK_N / 8; ++j)
+    for (int j = 0; j < BLOCK_N / 8; ++j)
 #pragma unroll
-    for (int half_row = 0; half_row < 2; ++half_row)
-      add_pair(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1], row0 + 8 * half_row, column0 + 8 * j, r);
-#endif
-#pragma unroll
-  for (int j = 0; j < BLOCK_N / 8; ++j)
-#pragma unroll
-    for (int half_row = 0; half_row < 2; ++half_row)
-      store_pair(c, row0 + 8 * half_row, column0 + 8 * j, d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1]);
+      for (int half_row = 0; half_row < 2; ++half_row)
+        visit(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1], row0 + 8 * half_row, column0 + 8 * j);
+  } RESIDUAL_ARGUMENT);
 }
 #endif
 
@@ -340,24 +340,16 @@ __device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF
 
   // the accumulator's elements: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
   const int row0 = block_m + warp_m + (lane >> 2), column0 = block_n + warp_n + 2 * (lane & 3);
-#if defined(IMAGE_FAMILY_TILED_ADD)
+  finish(c, [&](auto visit) {
 #pragma unroll
-  for (int i = 0; i < TILES_M; ++i)
+    for (int i = 0; i < TILES_M; ++i)
 #pragma unroll
-    for (int j = 0; j < TILES_N; ++j)
+      for (int j = 0; j < TILES_N; ++j)
 #pragma unroll
-      for (int half_row = 0; half_row < 2; ++half_row)
-        add_pair(accumulator[i][j][2 * half_row], accumulator[i][j][2 * half_row + 1], row0 + 16 * i + 8 * half_row,
-                 column0 + 8 * j, r);
-#endif
-#pragma unroll
-  for (int i = 0; i < TILES_M; ++i)
-#pragma unroll
-    for (int j = 0; j < TILES_N; ++j)
-#pragma unroll
-      for (int half_row = 0; half_row < 2; ++half_row)
-        store_pair(c, row0 + 16 * i + 8 * half_row, column0 + 8 * j, accumulator[i][j][2 * half_row],
-                   accumulator[i][j][2 * half_row + 1]);
+        for (int half_row = 0; half_row < 2; ++half_row)
+          visit(accumulator[i][j][2 * half_row], accumulator[i][j][2 * half_row + 1], row0 + 16 * i + 8 * half_row,
+                column0 + 8 * j);
+  } RESIDUAL_ARGUMENT);
 }
 
 #if defined(IMAGE_FAMILY_TILED_ADD)
