@@ -111,9 +111,11 @@ _GELU_SCALARS = "sqrt_two_over_pi:f32 cubic:f32 half:f32 one:f32 cubic_slope:f32
 
 
 def _product_shared(c: Constants) -> int:
-    """Each K group's ring of stages; the later groups' accumulators reuse it."""
+    """Each K group's ring of stages; the later groups' (or a cluster's later
+    blocks') accumulators reuse it."""
     rings = c["k_groups"] * c["stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * HALF_BYTES
-    return max(rings, (c["k_groups"] - 1) * c["block_m"] * c["block_n"] * 4)
+    sums = max(c["k_groups"] - 1, int(c["k_blocks"] > 1))
+    return max(rings, sums * c["block_m"] * c["block_n"] * 4)
 
 
 def _product_block(c: Constants) -> int:
@@ -264,15 +266,15 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                       "up": s["elements"] * 4, "gate": s["elements"] * 4},
         constants=("half",)),
     Family("tiled", _args("c:w a:r b:r"), _product_block,
-           lambda c, s: (c["n"] // c["block_n"], c["m"] // c["block_m"], 1), _product_extents,
+           lambda c, s: (c["n"] // c["block_n"], c["m"] // c["block_m"], c["k_blocks"]), _product_extents,
            registers=255, shared=_product_shared,
            constants=("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
-                      "stages", "warps_m", "warps_n", "k_groups", "wgmma", "half")),
+                      "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "half")),
     Family("tiled-add", _args("c:w a:r b:r r:r"), _product_block,
-           lambda c, s: (c["n"] // c["block_n"], c["m"] // c["block_m"], 1), _product_extents,
+           lambda c, s: (c["n"] // c["block_n"], c["m"] // c["block_m"], c["k_blocks"]), _product_extents,
            registers=255, shared=_product_shared, source="tiled",
            constants=("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
-                      "stages", "warps_m", "warps_n", "k_groups", "wgmma", "half")),
+                      "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "half")),
 ]}
 
 
@@ -377,17 +379,18 @@ class Tile:
     k_groups: int = 1
     block_k: int = 32
     wgmma: int = 0    # warpgroup products on sm_90 (a warpgroup per 64 rows)
+    k_blocks: int = 1  # a cluster's blocks that split K (sm_90 on)
 
     def shared(self) -> int:
         return _product_shared({"k_groups": self.k_groups, "stages": self.stages, "block_m": self.block_m,
-                                "block_n": self.block_n, "block_k": self.block_k})
+                                "block_n": self.block_n, "block_k": self.block_k, "k_blocks": self.k_blocks})
 
 
 # block M x block N x stages, warps along M x N: the seed's candidates 0..7,
 # then ours: K groups that split a long K inside the block (8..13), steps of
 # 64 along K (half the waits per product), warp tiles of 64 x 64 (18), and
 # Hopper's warpgroup products, which other cards run as mma.sync (20..31;
-# 28..31 in K groups)
+# 28..31 in K groups; 32..37 with K split across a cluster's blocks)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
@@ -400,6 +403,9 @@ TILE_CANDIDATES = (
     Tile(128, 128, 6, 2, 4, wgmma=1), Tile(64, 128, 8, 2, 2, wgmma=1), Tile(128, 64, 8, 4, 2, wgmma=1),
     Tile(64, 64, 8, 2, 2, wgmma=1), Tile(64, 64, 6, 2, 2, 2, wgmma=1), Tile(64, 128, 4, 2, 2, 2, wgmma=1),
     Tile(128, 64, 4, 4, 2, 2, wgmma=1), Tile(64, 64, 3, 2, 2, 4, wgmma=1),
+    Tile(64, 128, 8, 2, 2, wgmma=1, k_blocks=2), Tile(64, 128, 8, 2, 2, wgmma=1, k_blocks=4),
+    Tile(64, 64, 8, 2, 2, wgmma=1, k_blocks=2), Tile(64, 64, 8, 2, 2, wgmma=1, k_blocks=4),
+    Tile(128, 128, 6, 2, 4, wgmma=1, k_blocks=2), Tile(128, 64, 8, 4, 2, wgmma=1, k_blocks=2),
 )
 # Shared memory one block may take on every card the images serve (sm_86's opt-in limit).
 SHARED_LIMIT = 99 * 1024
@@ -411,7 +417,7 @@ def tile_serves(t: Tile, m: int, n: int, k: int) -> bool:
     """A tile serves a product when it divides C, its K groups take whole
     k-steps of K and its stages fit the shared memory (the seed's
     coppeliusTiledTileServes, with the groups)."""
-    return (m % t.block_m == 0 and n % t.block_n == 0 and k % (t.block_k * t.k_groups) == 0
+    return (m % t.block_m == 0 and n % t.block_n == 0 and k % (t.block_k * t.k_groups * t.k_blocks) == 0
             and t.shared() <= SHARED_LIMIT)
 
 
@@ -464,7 +470,8 @@ def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
     name = "tiled-" + product_key(a_layout, b_layout, m, n, k, residual)
     return image("tiled-add" if residual else "tiled", name, a_layout=a_layout, b_layout=b_layout, m=m, n=n,
                  k=k, residual=int(residual), block_m=t.block_m, block_n=t.block_n, block_k=t.block_k,
-                 stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, wgmma=t.wgmma,
+                 stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, k_blocks=t.k_blocks,
+                 wgmma=t.wgmma,
                  half=half)
 
 

@@ -21,6 +21,14 @@
 // BLOCK_K halves). With BLOCK_K 64 both are also the 128-byte swizzled
 // layouts (K-major and MN-major) Hopper's warpgroup products read.
 //
+// With K_BLOCKS > 1 (on sm_90 and later) K is also split across the blocks of
+// a cluster (K_BLOCKS blocks along z): each walks its contiguous share, the
+// later blocks leave their sums in their own shared memory and the first
+// block adds them in block order, reading them across the cluster (the same
+// bits every run, and a product with few tiles spread over K_BLOCKS times the
+// multiprocessors). Cards without clusters take the whole of K in the first
+// block; the others return.
+//
 // WGMMA 1 (built for sm_90a): each warpgroup of four warps computes 64 rows
 // of the tile (of its K group's share) with wgmma.mma_async straight from
 // the shared stages; built
@@ -41,7 +49,21 @@ static_assert(M % BLOCK_M == 0 && N % BLOCK_N == 0 && K % BLOCK_K == 0, "the til
 static_assert(WARP_M % 16 == 0 && WARP_N % 16 == 0, "a warp's tile is whole pairs of mma tiles");
 static_assert(BLOCK_M % 64 == 0 && BLOCK_N % 64 == 0, "a K-strided tile row is at least eight chunks");
 static_assert(STAGES >= 2, "at least one stage in flight while one is read");
-static_assert((K / BLOCK_K) % K_GROUPS == 0, "the K groups take equal shares of the steps");
+#if __CUDA_ARCH__ >= 900
+constexpr int SPLIT = K_BLOCKS;  // the blocks of a cluster that share K
+#else
+constexpr int SPLIT = 1;
+#endif
+static_assert(K_BLOCKS == 1 || K_GROUPS == 1, "K split across a block's groups or a cluster's blocks");
+static_assert((K / BLOCK_K) % (K_GROUPS * SPLIT) == 0, "the K groups and blocks take equal shares of the steps");
+constexpr int STEPS = K / BLOCK_K / K_GROUPS / SPLIT;  // each group's
+
+// the first k of a K group's share (of the block's, where a cluster splits K)
+__device__ __forceinline__ int k_first(int group) {
+  int block = 0;
+  if constexpr (SPLIT > 1) block = blockIdx.z;
+  return (block * K_GROUPS + group) * STEPS * BLOCK_K;
+}
 
 // One operand's tile: EXTENT rows (of M or N) by BLOCK_K, stored in global
 // memory with K contiguous (rows of length K) or K strided (rows of length
@@ -161,6 +183,43 @@ __device__ __forceinline__ bool meet_k_groups(float (&values)[VALUES], int group
   return true;
 }
 
+#if __CUDA_ARCH__ >= 900
+// The cluster's blocks' sums meet, once every copy has landed and every warp
+// has read its last stage: the later blocks' values go where their rings
+// were (value-major, as the K groups'), and the first block adds them in
+// block order. Every block waits until the first has read them all (its
+// shared memory must outlive the reads). Whether the thread goes on to store
+// them (its block is the first).
+template <int VALUES>
+__device__ __forceinline__ bool meet_k_blocks(float (&values)[VALUES], int thread) {
+  extern __shared__ __align__(1024) HALF shared[];
+  float* const partial = reinterpret_cast<float*>(shared);
+  copy_wait<0>();
+  __syncthreads();
+  const unsigned block = blockIdx.z;  // the rank in the cluster (1 x 1 x K_BLOCKS)
+  if (block > 0) {
+#pragma unroll
+    for (int v = 0; v < VALUES; ++v) partial[v * GROUP_THREADS + thread] = values[v];
+  }
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  if (block == 0) {
+#pragma unroll 1
+    for (unsigned other = 1; other < K_BLOCKS; ++other) {
+      unsigned remote;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(shared_address(partial)), "r"(other));
+#pragma unroll
+      for (int v = 0; v < VALUES; ++v) {
+        float x;
+        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(x) : "r"(remote + 4u * (v * GROUP_THREADS + thread)));
+        values[v] += x;
+      }
+    }
+  }
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  return block == 0;
+}
+#endif
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #if HALF_BFLOAT16
 #define WGMMA_TYPES ".f32.bf16.bf16"
@@ -210,9 +269,7 @@ __device__ __forceinline__ void product_async(float* c, const HALF* a, const HAL
   const int warpgroup = thread >> 7, warp = (thread >> 5) & 3, lane = thread & 31;
   const int block_m = blockIdx.y * BLOCK_M, block_n = blockIdx.x * BLOCK_N;
   const int row0 = block_m + warpgroup * 64 + warp * 16 + (lane >> 2), column0 = block_n + 2 * (lane & 3);
-  constexpr int STEPS = K / BLOCK_K / K_GROUPS;  // each group's
   HALF* const ring = shared + group * STAGES * STAGE_HALVES;
-  const int k_first = group * STEPS * BLOCK_K;
   // K-major rows of BLOCK_K halves are one 128- or 64-byte swizzle atom
   // wide; MN-major operands are 64-wide columns of 128-byte rows
   constexpr unsigned ROW_BYTES = BLOCK_K * 2, COLUMN_BYTES = BLOCK_K * 64 * 2;
@@ -220,8 +277,8 @@ __device__ __forceinline__ void product_async(float* c, const HALF* a, const HAL
 
   auto copy_step = [&](int step) {
     HALF* stage = ring + (step % STAGES) * STAGE_HALVES;
-    OperandA::copy(stage, a, block_m, k_first + step * BLOCK_K, thread);
-    OperandB::copy(stage + OperandA::HALVES, b, block_n, k_first + step * BLOCK_K, thread);
+    OperandA::copy(stage, a, block_m, k_first(group) + step * BLOCK_K, thread);
+    OperandB::copy(stage + OperandA::HALVES, b, block_n, k_first(group) + step * BLOCK_K, thread);
   };
 
   float d[BLOCK_N / 2];
@@ -264,6 +321,9 @@ __device__ __forceinline__ void product_async(float* c, const HALF* a, const HAL
   if constexpr (K_GROUPS > 1) {
     if (!meet_k_groups(d, group, thread)) return;
   }
+  if constexpr (SPLIT > 1) {
+    if (!meet_k_blocks(d, thread)) return;
+  }
 
   // d's elements, n-tile j: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
   finish(c, [&](auto visit) {
@@ -284,14 +344,12 @@ __device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF
   const int thread = threadIdx.x % GROUP_THREADS;
   const int block_m = blockIdx.y * BLOCK_M, block_n = blockIdx.x * BLOCK_N;
   const int warp_m = (group_warp / WARPS_N) * WARP_M, warp_n = (group_warp % WARPS_N) * WARP_N;
-  constexpr int STEPS = K / BLOCK_K / K_GROUPS;  // each group's
   HALF* const ring = shared + group * STAGES * STAGE_HALVES;
-  const int k_first = group * STEPS * BLOCK_K;
 
   auto copy_step = [&](int step) {
     HALF* stage = ring + (step % STAGES) * STAGE_HALVES;
-    OperandA::copy(stage, a, block_m, k_first + step * BLOCK_K, thread);
-    OperandB::copy(stage + OperandA::HALVES, b, block_n, k_first + step * BLOCK_K, thread);
+    OperandA::copy(stage, a, block_m, k_first(group) + step * BLOCK_K, thread);
+    OperandB::copy(stage + OperandA::HALVES, b, block_n, k_first(group) + step * BLOCK_K, thread);
   };
 
   float accumulator[TILES_M][TILES_N][4];
@@ -337,6 +395,11 @@ __device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF
     // the accumulator's [i][j][e] is value (i TILES_N + j) 4 + e
     if (!meet_k_groups(reinterpret_cast<float(&)[TILES_M * TILES_N * 4]>(accumulator), group, thread)) return;
   }
+#if __CUDA_ARCH__ >= 900
+  if constexpr (SPLIT > 1) {
+    if (!meet_k_blocks(reinterpret_cast<float(&)[TILES_M * TILES_N * 4]>(accumulator), thread)) return;
+  }
+#endif
 
   // the accumulator's elements: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
   const int row0 = block_m + warp_m + (lane >> 2), column0 = block_n + warp_n + 2 * (lane & 3);
@@ -352,14 +415,22 @@ __device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF
   } RESIDUAL_ARGUMENT);
 }
 
+#if __CUDA_ARCH__ >= 900 && IMAGE_K_BLOCKS > 1
+#define CLUSTER __cluster_dims__(1, 1, K_BLOCKS)
+#else
+#define CLUSTER
+#endif
 #if defined(IMAGE_FAMILY_TILED_ADD)
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
 image(float* c, const HALF* __restrict__ a, const HALF* __restrict__ b, const float* r) {
 #else
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
 image(float* __restrict__ c, const HALF* __restrict__ a, const HALF* __restrict__ b) {
 #endif
   await_previous_launch();
+  if constexpr (K_BLOCKS > 1 && SPLIT == 1) {
+    if (blockIdx.z > 0) return;  // no clusters: the first block takes the whole of K
+  }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (WGMMA == 1) {
     product_async(c, a, b RESIDUAL_ARGUMENT);

@@ -403,6 +403,31 @@ extern "C" __global__ void p_cp_async(const float4* src, float4* dst, int tiles)
   }
   dst[blockIdx.x * 128 + threadIdx.x] = acc;
 }
+extern "C" __global__ void p_uniform_ids(const float* x, float* y, int n) {
+  // the block's indices as uniform values (S2UR), read after one another
+  float v = 0.f;
+  for (int k = 0; k < n; ++k) v += x[((blockIdx.z * 64 + blockIdx.y) * n + k) * 256 + threadIdx.x];
+  y[blockIdx.x * 256 + threadIdx.x] = v;
+}
+#if __CUDA_ARCH__ >= 900
+extern "C" __global__ void __cluster_dims__(1, 1, 2) p_cluster(const float* x, float* y) {
+  // a cluster's second block's sums read by the first across the cluster;
+  // the block's rank and its shared window are uniform values (S2UR)
+  __shared__ float s[256];
+  float v = x[blockIdx.z * 1024u + threadIdx.x];
+  s[threadIdx.x] = v * 2.f;
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  if (blockIdx.z == 0) {
+    unsigned remote;
+    float w;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, 1;" : "=r"(remote) : "r"((unsigned)__cvta_generic_to_shared(s)));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(w) : "r"(remote + 4u * threadIdx.x));
+    v += w;
+  }
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  if (blockIdx.z == 0) y[threadIdx.x] = v;
+}
+#endif
 """
 
 

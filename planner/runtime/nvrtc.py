@@ -42,11 +42,12 @@ def _macro(word: str) -> str:
 
 
 def prelude(img: Image) -> str:
-    """The image's constants as C++: integers as `constexpr int`, the half
-    format as the macro HALF_BFLOAT16, the operand layouts as `constexpr bool`
-    A_COLUMNS / B_COLUMNS; BLOCK, the manifest's block; and
-    IMAGE_FAMILY_<FAMILY> (a source several families share picks its
-    parameter list by it)."""
+    """The image's constants as C++: integers as `constexpr int` (and as the
+    macro IMAGE_<NAME>, for what only the preprocessor can choose, such as
+    whether a kernel carries an attribute), the half format as the macro
+    HALF_BFLOAT16, the operand layouts as `constexpr bool` A_COLUMNS /
+    B_COLUMNS; BLOCK, the manifest's block; and IMAGE_FAMILY_<FAMILY> (a
+    source several families share picks its parameter list by it)."""
     lines = [f"// image {img.name} of family {img.family}", f"#define IMAGE_FAMILY_{_macro(img.family)} 1",
              f"constexpr int BLOCK = {img.block};"]
     for name, value in img.constants:
@@ -59,7 +60,7 @@ def prelude(img: Image) -> str:
                 raise CompileError(f"image {img.name}: {name} {value!r} is not one of {sorted(LAYOUTS)}")
             lines.append(f"constexpr bool {name[0].upper()}_COLUMNS = {LAYOUTS[value]};")
         elif isinstance(value, int) and 0 <= value <= _INT32_MAX:
-            lines.append(f"constexpr int {_macro(name)} = {value};")
+            lines += [f"constexpr int {_macro(name)} = {value};", f"#define IMAGE_{_macro(name)} {value}"]
         else:
             raise CompileError(f"image {img.name}: constant {name} = {value!r} is no 32-bit integer the source takes")
     return "\n".join(lines) + "\n"
