@@ -6,8 +6,10 @@
 // them into a running row maximum m, sum l and weighted sum O (a new maximum
 // m' scales the old l and O by 2^(m - m')), and adds the tile's P V with P
 // rounded to the half format. The key tile and the value tile (from V^T,
-// [b][g][64][SEQ]) are double-buffered in shared memory, the next pair copied
-// while the current one is used.
+// [b][g][64][SEQ]) are double-buffered in each part's shared memory, the
+// next pair copied while the current one is used. The parts' (m, l, O) meet
+// at the end: the first part takes each later part's in part order, both
+// scaled to their common maximum.
 //
 // out[b SEQ + s][h 64 + d] = O / l in the half format (token-major, heads side
 // by side); log_sum_exp[b][h][s] = m + log2 l, base 2, which the backward
@@ -18,39 +20,49 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v_t, HALF* __restrict__ out,
       float* __restrict__ log_sum_exp, float stream_scale) {
   await_previous_launch();
-  __shared__ __align__(128) HALF keys[2][TILE_HALVES], values[2][TILE_HALVES];
   // the heaviest query tiles first, so the short ones fill the last wave
   const int tile = TILES - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / GROUP;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
+  const int warp = thread >> 5, lane = thread & 31;
   const HALF* key_plane = k + static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
   const HALF* value_plane = v_t + static_cast<size_t>(b * KV_HEADS + g) * HEAD * SEQ;
+  // the part's stages: keys of buffer 0 and 1, then values of buffer 0 and 1
+  HALF* const stages = part_stages<4 * TILE_HALVES>(part);
+  const int walk = tile >= part ? (tile - part) / PARTS + 1 : 0;  // the part's key tiles part, part + PARTS, ...
 
-  auto copy_pair = [&](int j) {
-    copy_tile(keys[j & 1], key_plane + static_cast<size_t>(j) * TILE * HEAD, HEAD);
-    copy_tile(values[j & 1], value_plane + j * TILE, SEQ);
+  auto copy_pair = [&](int i) {
+    const int j = part + i * PARTS;
+    copy_tile(stages + (i & 1) * TILE_HALVES, key_plane + static_cast<size_t>(j) * TILE * HEAD, HEAD, thread);
+    copy_tile(stages + (2 + (i & 1)) * TILE_HALVES, value_plane + j * TILE, SEQ, thread);
     copy_commit();
   };
-  copy_pair(0);
+  if (walk > 0) copy_pair(0);
 
   const int row0 = tile * TILE + 16 * warp;  // the warp's first query
   unsigned fq[4][4];
   load_rows(fq, q + static_cast<size_t>(b * HEADS + h) * SEQ * HEAD, row0);
 
-  // this thread's rows: row0 + lane / 4 (half 0) and 8 below (half 1)
-  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)}, l[2] = {0.0f, 0.0f};
-  float o[8][4];
+  // this thread's rows: row0 + lane / 4 (half 0) and 8 below (half 1); the
+  // state a part keeps: m[2], l[2] (this lane's part of the row sums), O[8][4]
+  float state[4 + 32];
+  float (&m)[2] = reinterpret_cast<float(&)[2]>(state[0]);
+  float (&l)[2] = reinterpret_cast<float(&)[2]>(state[2]);
+  float (&o)[8][4] = reinterpret_cast<float(&)[8][4]>(state[4]);
+  m[0] = m[1] = -__int_as_float(0x7f800000);
+  l[0] = l[1] = 0.0f;
   clear(o);
 
-  for (int j = 0; j <= tile; ++j) {
-    // tile j has landed and every warp is done with tile j - 1, whose buffers
-    // the copy of tile j + 1 (overlapping this tile's work) takes
+  for (int i = 0; i < walk; ++i) {
+    // tile i has landed and every warp of the part is done with tile i - 1,
+    // whose buffers the copy of tile i + 1 (overlapping this tile's work) takes
     copy_wait<0>();
-    __syncthreads();
-    if (j < tile) copy_pair(j + 1);
+    part_sync(part);
+    if (i + 1 < walk) copy_pair(i + 1);
+    const int j = part + i * PARTS;
 
     float s[8][4];
     clear(s);
-    multiply_rows(s, fq, keys[j & 1]);
+    multiply_rows(s, fq, stages + (i & 1) * TILE_HALVES);
 
     // scale to base 2; on the diagonal tile mask the keys after the query
 #pragma unroll
@@ -65,7 +77,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
       float top = m[half_row];
 #pragma unroll
       for (int n = 0; n < 8; ++n) top = fmaxf(top, fmaxf(s[n][2 * half_row], s[n][2 * half_row + 1]));
-      top = quad_max(top);  // finite: every row sees key 0 in the first tile
+      top = quad_max(top);  // finite: every row sees the first key of the part's first tile
       const float rescale = fast_exp2(m[half_row] - top);
       m[half_row] = top;
       float sum = 0.0f;
@@ -82,8 +94,26 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
 
     unsigned fp[4][4];
     to_fragments(fp, s);
-    multiply_rows(o, fp, values[j & 1]);
+    multiply_rows(o, fp, stages + (2 + (i & 1)) * TILE_HALVES);
   }
+
+  // a part without tiles brings m = -inf, l = 0, O = 0: its scale 2^(-inf) is
+  // 0, and the first part's m is finite (it has key tile 0)
+  const bool first = meet_parts(state, part, thread, [](float (&mine)[4 + 32], const float (&theirs)[4 + 32]) {
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
+      const float top = fmaxf(mine[half_row], theirs[half_row]);
+      const float scale_mine = fast_exp2(mine[half_row] - top), scale_theirs = fast_exp2(theirs[half_row] - top);
+      mine[half_row] = top;
+      mine[2 + half_row] = mine[2 + half_row] * scale_mine + theirs[2 + half_row] * scale_theirs;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 2 * half_row; e < 2 * half_row + 2; ++e)
+          mine[4 + 4 * n + e] = mine[4 + 4 * n + e] * scale_mine + theirs[4 + 4 * n + e] * scale_theirs;
+    }
+  });
+  if (!first) return;
 
   const int s0 = row0 + (lane >> 2);
 #pragma unroll

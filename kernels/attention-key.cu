@@ -11,6 +11,8 @@
 // (the sum) and d_v are [b][g][s][64] binary32.
 #include "attention.cuh"
 
+static_assert(PARTS == 1, "the key launch walks its query tiles in one part");
+
 struct Stage {
   HALF queries[TILE_HALVES], gradients[TILE_HALVES];
   float lse[TILE], d[TILE];
@@ -31,8 +33,8 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     Stage& stage = stages[i & 1];
     const int h = g * GROUP + i / query_tiles, s = (tile + i % query_tiles) * TILE;
     const size_t rows = static_cast<size_t>(b * HEADS + h) * SEQ + s;
-    copy_tile(stage.queries, q + rows * HEAD, HEAD);
-    copy_tile(stage.gradients, d_out + rows * HEAD, HEAD);
+    copy_tile(stage.queries, q + rows * HEAD, HEAD, threadIdx.x);
+    copy_tile(stage.gradients, d_out + rows * HEAD, HEAD, threadIdx.x);
     if (threadIdx.x < TILE / 4) {
       copy_async(stage.lse + 4 * threadIdx.x, log_sum_exp + rows + 4 * threadIdx.x);
     } else if (threadIdx.x < TILE / 2) {

@@ -4,9 +4,11 @@
 // tile; the row term D = sum_d d_out O (O the forward's output, read from the
 // token-major `out`) is formed first and written for the key launch; then
 // dP = d_out V^T, dS = P (dP - D) and d_q = score_scale dS K, accumulated in
-// registers over the key tiles up to the diagonal in increasing order. The key
-// and value tiles ([b][g][s][64], half) are double-buffered in shared memory;
-// K serves both S = Q K^T (its rows) and dQ = dS K (its columns). d_q is [b][h][s][64] binary32, row_terms [b][h][s].
+// registers over the part's key tiles up to the diagonal in increasing order;
+// the parts' sums then meet in part order. The key and value tiles
+// ([b][g][s][64], half) are double-buffered in each part's shared memory; K
+// serves both S = Q K^T (its rows) and dQ = dS K (its columns). d_q is
+// [b][h][s][64] binary32, row_terms [b][h][s].
 #include "attention.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -15,18 +17,22 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
       const float* __restrict__ log_sum_exp, float* __restrict__ d_q, float* __restrict__ row_terms,
       float stream_scale, float score_scale) {
   await_previous_launch();
-  __shared__ __align__(128) HALF keys[2][TILE_HALVES], values[2][TILE_HALVES];
   const int tile = TILES - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / GROUP;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
+  const int warp = thread >> 5, lane = thread & 31;
   const size_t kv_plane = static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
   const size_t q_plane = static_cast<size_t>(b * HEADS + h) * SEQ * HEAD;
+  // the part's stages: keys of buffer 0 and 1, then values of buffer 0 and 1
+  HALF* const stages = part_stages<4 * TILE_HALVES>(part);
+  const int walk = tile >= part ? (tile - part) / PARTS + 1 : 0;  // the part's key tiles part, part + PARTS, ...
 
-  auto copy_pair = [&](int j) {
-    copy_tile(keys[j & 1], k + kv_plane + static_cast<size_t>(j) * TILE * HEAD, HEAD);
-    copy_tile(values[j & 1], v + kv_plane + static_cast<size_t>(j) * TILE * HEAD, HEAD);
+  auto copy_pair = [&](int i) {
+    const size_t at = kv_plane + static_cast<size_t>(part + i * PARTS) * TILE * HEAD;
+    copy_tile(stages + (i & 1) * TILE_HALVES, k + at, HEAD, thread);
+    copy_tile(stages + (2 + (i & 1)) * TILE_HALVES, v + at, HEAD, thread);
     copy_commit();
   };
-  copy_pair(0);
+  if (walk > 0) copy_pair(0);
 
   const int row0 = tile * TILE + 16 * warp, s0 = row0 + (lane >> 2);
   unsigned fq[4][4], fdo[4][4];
@@ -35,7 +41,8 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
 
   // D for this thread's rows, from the d_out fragments and O at the same
   // places: register r of slice kk holds row s0 + 8 (r % 2), columns
-  // 16 kk + 8 (r / 2) + 2 (lane % 4) + 0, 1
+  // 16 kk + 8 (r / 2) + 2 (lane % 4) + 0, 1 (every part forms it; the first
+  // writes it)
   float lse[2], d[2];
 #pragma unroll
   for (int half_row = 0; half_row < 2; ++half_row) {
@@ -51,23 +58,25 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     d[half_row] = quad_sum(sum);
     const size_t at = static_cast<size_t>(b * HEADS + h) * SEQ + s0 + 8 * half_row;
     lse[half_row] = log_sum_exp[at];
-    if ((lane & 3) == 0) row_terms[at] = d[half_row];
+    if (part == 0 && (lane & 3) == 0) row_terms[at] = d[half_row];
   }
 
   float dq[8][4];
   clear(dq);
-  for (int j = 0; j <= tile; ++j) {
-    // tile j has landed and every warp is done with tile j - 1, whose buffers
-    // the copy of tile j + 1 (overlapping this tile's work) takes
+  for (int i = 0; i < walk; ++i) {
+    // tile i has landed and every warp of the part is done with tile i - 1,
+    // whose buffers the copy of tile i + 1 (overlapping this tile's work) takes
     copy_wait<0>();
-    __syncthreads();
-    if (j < tile) copy_pair(j + 1);
+    part_sync(part);
+    if (i + 1 < walk) copy_pair(i + 1);
+    const int j = part + i * PARTS;
+    const HALF* keys = stages + (i & 1) * TILE_HALVES;
 
     float s[8][4], dp[8][4];
     clear(s);
     clear(dp);
-    multiply_rows(s, fq, keys[j & 1]);     // S = Q K^T
-    multiply_rows(dp, fdo, values[j & 1]);  // dP = dO V^T
+    multiply_rows(s, fq, keys);                                        // S = Q K^T
+    multiply_rows(dp, fdo, stages + (2 + (i & 1)) * TILE_HALVES);      // dP = dO V^T
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -78,9 +87,10 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
       }
     unsigned fds[4][4];
     to_fragments(fds, s);
-    multiply_columns(dq, fds, keys[j & 1]);  // dQ += dS K
+    multiply_columns(dq, fds, keys);  // dQ += dS K
   }
 
+  if (!meet_parts(reinterpret_cast<float(&)[32]>(dq), part, thread, add_values<32>)) return;
   float* to = d_q + q_plane + static_cast<size_t>(s0) * HEAD + 2 * (lane & 3);
 #pragma unroll
   for (int n = 0; n < 8; ++n)

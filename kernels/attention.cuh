@@ -2,17 +2,23 @@
 // half tiles they stage in shared memory, and the fragment moves between
 // tiles, registers and the tensor cores.
 //
-// A block of four warps; in the query-major images (forward, query) a block
-// takes 64 queries of one head and each warp 16 of them, in the key image 64
-// keys of one K/V head and each warp 16 keys. Every 64 x 64 operand tile
-// (64 rows of 64 halves, 128 bytes) is copied with cp.async into shared
-// memory, its 16-byte chunks XOR-swizzled by the row (chunk ^ row % 8) so that
-// both ldmatrix and ldmatrix.trans read it without bank conflicts.
+// A block of PARTS parts of four warps; in the query-major images (forward,
+// query) a block takes 64 queries of one head and each warp of a part 16 of
+// them, in the key image 64 keys of one K/V head and each warp of a part 16
+// keys. The parts split the block's walk over the other side's tiles (part p
+// takes every PARTS-th tile from the p-th), each with its own stages in the
+// dynamic shared memory and its own barrier, so a block's longest walk (the
+// causal diagonal's) is PARTS times shorter; at the end the parts' sums meet
+// in a fixed order (the same bits every run). Every 64 x 64 operand tile (64
+// rows of 64 halves, 128 bytes) is copied with cp.async into shared memory,
+// its 16-byte chunks XOR-swizzled by the row (chunk ^ row % 8) so that both
+// ldmatrix and ldmatrix.trans read it without bank conflicts.
 #pragma once
 #include "common.cuh"
 
-constexpr int THREADS = 128;
-static_assert(BLOCK == THREADS, "four warps of 16 rows");
+constexpr int PART_THREADS = 128;  // four warps of 16 rows
+constexpr int THREADS = PART_THREADS * PARTS;
+static_assert(BLOCK == THREADS, "PARTS parts of four warps");
 constexpr int TILE = 64;           // queries or keys a block takes, and a tile's rows
 constexpr int HEAD = 64;           // a head's columns
 constexpr int GROUP = HEADS / KV_HEADS;  // query heads a K/V head serves
@@ -25,13 +31,70 @@ __device__ __forceinline__ int place(int row, int column) {
   return row * HEAD + ((((column >> 3) ^ row) & 7) << 3) + (column & 7);
 }
 
-// rows [0, 64) of a tile whose rows lie `stride` halves apart in global memory
-__device__ __forceinline__ void copy_tile(HALF* tile, const HALF* from, size_t stride) {
+// rows [0, 64) of a tile whose rows lie `stride` halves apart in global
+// memory, copied by a part's threads (thread: the index in the part)
+__device__ __forceinline__ void copy_tile(HALF* tile, const HALF* from, size_t stride, int thread) {
 #pragma unroll
-  for (int i = 0; i < TILE_HALVES / 8 / THREADS; ++i) {
-    const int chunk = threadIdx.x + i * THREADS, row = chunk / 8, column = (chunk % 8) * 8;
+  for (int i = 0; i < TILE_HALVES / 8 / PART_THREADS; ++i) {
+    const int chunk = thread + i * PART_THREADS, row = chunk / 8, column = (chunk % 8) * 8;
     copy_async(tile + place(row, column), from + row * stride + column);
   }
+}
+
+// A part's HALVES halves of stages: a block of one part keeps them in static
+// shared memory, where its loads have constant addresses; parts share the
+// dynamic shared memory the manifest gives.
+template <int HALVES>
+__device__ __forceinline__ HALF* part_stages(int part) {
+  if constexpr (PARTS == 1) {
+    __shared__ __align__(128) HALF stages[HALVES];
+    return stages;
+  } else {
+    extern __shared__ __align__(128) HALF shared[];
+    return shared + part * HALVES;
+  }
+}
+
+// the part's threads wait for one another (named barrier 1 + part)
+__device__ __forceinline__ void part_sync(int part) {
+  if constexpr (PARTS == 1) {
+    __syncthreads();
+  } else {
+    asm volatile("bar.sync %0, %1;" ::"r"(part + 1), "n"(PART_THREADS) : "memory");
+  }
+}
+
+// The parts' values meet once every part is done with its stages: the later
+// parts' go where the stages were (value-major, so a warp's stores and loads
+// are consecutive words) and the first part takes each in part order with
+// merge(values, other's). Whether the thread goes on (it is in the first part).
+template <int VALUES, typename Merge>
+__device__ __forceinline__ bool meet_parts(float (&values)[VALUES], int part, int thread, Merge merge) {
+  if constexpr (PARTS == 1) return true;
+  extern __shared__ __align__(128) HALF shared[];
+  float* const partial = reinterpret_cast<float*>(shared);
+  __syncthreads();
+  if (part > 0) {
+#pragma unroll
+    for (int v = 0; v < VALUES; ++v) partial[((part - 1) * VALUES + v) * PART_THREADS + thread] = values[v];
+  }
+  __syncthreads();
+  if (part > 0) return false;
+#pragma unroll 1
+  for (int other = 1; other < PARTS; ++other) {
+    float theirs[VALUES];
+#pragma unroll
+    for (int v = 0; v < VALUES; ++v) theirs[v] = partial[((other - 1) * VALUES + v) * PART_THREADS + thread];
+    merge(values, theirs);
+  }
+  return true;
+}
+
+// values += theirs: the merge of sums
+template <int VALUES>
+__device__ __forceinline__ void add_values(float (&values)[VALUES], const float (&theirs)[VALUES]) {
+#pragma unroll
+  for (int v = 0; v < VALUES; ++v) values[v] += theirs[v];
 }
 
 // A fragments (16 rows x 64 columns: four k-slices) of rows [row0, row0 + 16)

@@ -202,7 +202,7 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
     import torch
     import torch.nn.functional as F
 
-    from planner.kernels.manifest import image
+    from planner.kernels.manifest import attention
     from planner.runtime import driver
     from planner.runtime.nvrtc import compile_image
 
@@ -221,7 +221,7 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
     launches, kernels = [], []
     try:
         for family in ("attention-forward", "attention-query", "attention-key"):
-            img = image(family, batch=b, seq=t, heads=h, kv_heads=kv, half=half)
+            img = attention(family, b, t, h, kv, half)
             kernel = driver.load_kernel(compile_image(img, gpu.arch), img.shared_bytes)
             kernels.append(kernel)
             launches.append((kernel, img.grid({}), img.block, img.shared_bytes, img.parameter_block(addresses, img.words(scalars))))

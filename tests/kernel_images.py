@@ -3,7 +3,7 @@ the kernel tests."""
 
 from __future__ import annotations
 
-from planner.kernels.manifest import FAMILIES, TILE_CANDIDATES, Image, image, product, tiled_image, transpose
+from planner.kernels.manifest import FAMILIES, SPLIT_ATTENTION, TILE_CANDIDATES, Image, image, product, tiled_image, transpose
 from planner.model.config import Shape
 
 DEFAULT = Shape()
@@ -30,7 +30,7 @@ def products(s: Shape, half: str) -> list[Image]:
 
 def family_images(s: Shape, half: str) -> list[Image]:
     """Every family but the products at the shape (the transposes both ways)."""
-    attention = dict(batch=s.batch, seq=s.seq, heads=s.heads, kv_heads=s.kv_heads, half=half)
+    heads = dict(batch=s.batch, seq=s.seq, heads=s.heads, kv_heads=s.kv_heads, half=half)
     rows = dict(rows=s.tokens, width=s.width)
     out = [
         image("random-normal"), image("rotary-table", seq=s.seq), image("fill"), image("copy"),
@@ -38,12 +38,13 @@ def family_images(s: Shape, half: str) -> list[Image]:
         image("gather", vocab=s.vocab, **rows),
         image("layernorm-forward", half=half, **rows), image("layernorm-backward", **rows), image("layernorm-backward-add", **rows),
         image("layernorm-parameters", **rows),
-        image("qk-rope", **attention), image("value-transpose", **attention),
-        image("attention-forward", **attention), image("attention-query", **attention),
-        image("attention-key", **attention),
+        image("qk-rope", **heads), image("value-transpose", **heads),
+        # each streaming attention image in every part count it may take
+        *(image(f, f"{f}-parts{p}", parts=p, **heads)
+          for f, split in SPLIT_ATTENTION.items() for p in ((1, 2) if split else (1,))),
         image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=half),
         transpose(s.batch * s.heads, s.seq, s.head_width), transpose(s.batch * s.kv_heads, s.head_width, s.seq),
-        image("inverse-rope-qkv", **attention),
+        image("inverse-rope-qkv", **heads),
         image("loss-target-gather", rows=s.tokens, vocab=s.vocab), image("cross-entropy", rows=s.tokens, vocab=s.vocab),
         image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab),
         image("embedding-scatter", vocab=s.vocab, **rows),
