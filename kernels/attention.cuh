@@ -64,37 +64,14 @@ __device__ __forceinline__ void part_sync(int part) {
   }
 }
 
-// The parts' values meet once every part is done with its stages: the later
-// parts' go where the stages were (value-major, so a warp's stores and loads
-// are consecutive words) and the first part takes each in part order with
-// merge(values, other's). Whether the thread goes on (it is in the first part).
+// The parts' values meet once every part is done with its stages (where the
+// later parts' go); the first part merges them in part order. Whether the
+// thread goes on (it is in the first part).
 template <int VALUES, typename Merge>
 __device__ __forceinline__ bool meet_parts(float (&values)[VALUES], int part, int thread, Merge merge) {
   if constexpr (PARTS == 1) return true;
   extern __shared__ __align__(128) HALF shared[];
-  float* const partial = reinterpret_cast<float*>(shared);
-  __syncthreads();
-  if (part > 0) {
-#pragma unroll
-    for (int v = 0; v < VALUES; ++v) partial[((part - 1) * VALUES + v) * PART_THREADS + thread] = values[v];
-  }
-  __syncthreads();
-  if (part > 0) return false;
-#pragma unroll 1
-  for (int other = 1; other < PARTS; ++other) {
-    float theirs[VALUES];
-#pragma unroll
-    for (int v = 0; v < VALUES; ++v) theirs[v] = partial[((other - 1) * VALUES + v) * PART_THREADS + thread];
-    merge(values, theirs);
-  }
-  return true;
-}
-
-// values += theirs: the merge of sums
-template <int VALUES>
-__device__ __forceinline__ void add_values(float (&values)[VALUES], const float (&theirs)[VALUES]) {
-#pragma unroll
-  for (int v = 0; v < VALUES; ++v) values[v] += theirs[v];
+  return meet_groups<PARTS, PART_THREADS>(values, reinterpret_cast<float*>(shared), part, thread, merge);
 }
 
 // A fragments (16 rows x 64 columns: four k-slices) of rows [row0, row0 + 16)

@@ -97,6 +97,39 @@ __device__ __forceinline__ float block_max(float v, float (&scratch)[WARPS]) {
   return block_reduce(v, scratch, [](float x) { return warp_max(x); }, [](float a, float b) { return fmaxf(a, b); });
 }
 
+// The values of GROUPS groups of GROUP_THREADS threads meet once every group
+// is done with the shared memory `partial` reuses: the later groups' go there
+// (value-major, so a warp's stores and loads are consecutive words) and the
+// first group takes each later group's in group order with merge(values,
+// theirs): a fixed order, the same bits every run. Whether the thread goes on
+// (it is in the first group).
+template <int GROUPS, int GROUP_THREADS, int VALUES, typename Merge>
+__device__ __forceinline__ bool meet_groups(float (&values)[VALUES], float* partial, int group, int thread,
+                                            Merge merge) {
+  __syncthreads();
+  if (group > 0) {
+#pragma unroll
+    for (int v = 0; v < VALUES; ++v) partial[((group - 1) * VALUES + v) * GROUP_THREADS + thread] = values[v];
+  }
+  __syncthreads();
+  if (group > 0) return false;
+#pragma unroll
+  for (int other = 1; other < GROUPS; ++other) {
+    float theirs[VALUES];
+#pragma unroll
+    for (int v = 0; v < VALUES; ++v) theirs[v] = partial[((other - 1) * VALUES + v) * GROUP_THREADS + thread];
+    merge(values, theirs);
+  }
+  return true;
+}
+
+// values += theirs: the merge of sums
+template <int VALUES>
+__device__ __forceinline__ void add_values(float (&values)[VALUES], const float (&theirs)[VALUES]) {
+#pragma unroll
+  for (int v = 0; v < VALUES; ++v) values[v] += theirs[v];
+}
+
 // ---- the launch before ----
 
 // On sm_90 a submission's graph links its launches by programmatic

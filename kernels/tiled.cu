@@ -160,27 +160,15 @@ __device__ __forceinline__ void finish(float* c, Pairs pairs RESIDUAL_PARAMETER)
 }
 
 // The K groups' sums meet, once every copy has landed and every warp has read
-// its last stage: the later groups' values go where the rings were
-// (value-major, so a warp's stores and loads are consecutive words) and the
-// first group adds them in group order. Whether the thread goes on to store
-// them (it is in the first group).
+// its last stage (the later groups' go where the rings were); the first group
+// adds them in group order. Whether the thread goes on to store them (it is in
+// the first group).
 template <int VALUES>
 __device__ __forceinline__ bool meet_k_groups(float (&values)[VALUES], int group, int thread) {
   extern __shared__ __align__(1024) HALF shared[];
-  float* const partial = reinterpret_cast<float*>(shared);
   copy_wait<0>();
-  __syncthreads();
-  if (group > 0) {
-#pragma unroll
-    for (int v = 0; v < VALUES; ++v) partial[((group - 1) * VALUES + v) * GROUP_THREADS + thread] = values[v];
-  }
-  __syncthreads();
-  if (group > 0) return false;
-#pragma unroll
-  for (int g = 1; g < K_GROUPS; ++g)
-#pragma unroll
-    for (int v = 0; v < VALUES; ++v) values[v] += partial[((g - 1) * VALUES + v) * GROUP_THREADS + thread];
-  return true;
+  return meet_groups<K_GROUPS, GROUP_THREADS>(values, reinterpret_cast<float*>(shared), group, thread,
+                                              add_values<VALUES>);
 }
 
 #if __CUDA_ARCH__ >= 900
