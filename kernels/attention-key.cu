@@ -5,13 +5,12 @@
 //   S^T = K Q^T, dP^T = V dO^T, P^T = 2^(S^T stream_scale - L),
 //   dS^T = P^T (dP^T - D), d_v += P^T dO, d_k += dS^T Q,
 // L the forward's base-2 log-sum-exp and D the query launch's row terms.
-// The query and d_out tiles ([b][h][s][64], half) and their L and D are
-// double-buffered in shared memory; each tile serves both as rows (S^T, dP^T)
-// and as columns (d_v, d_k). d_k = score_scale
-// (the sum) and d_v are [b][g][s][64] binary32.
+// The parts take every PARTS-th step of that walk and their sums meet in part
+// order at the end. The query and d_out tiles ([b][h][s][64], half) and their
+// L and D are double-buffered in each part's shared memory; each tile serves
+// both as rows (S^T, dP^T) and as columns (d_v, d_k). d_k = score_scale (the
+// sum) and d_v are [b][g][s][64] binary32.
 #include "attention.cuh"
-
-static_assert(PARTS == 1, "the key launch walks its query tiles in one part");
 
 struct Stage {
   HALF queries[TILE_HALVES], gradients[TILE_HALVES];
@@ -23,26 +22,29 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
       const HALF* __restrict__ d_out, const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms, float* __restrict__ d_k,
       float* __restrict__ d_v, float stream_scale, float score_scale) {
   await_previous_launch();
-  __shared__ __align__(128) Stage stages[2];
   const int tile = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
+  const int warp = thread >> 5, lane = thread & 31;
   const int query_tiles = TILES - tile, steps = GROUP * query_tiles;
+  Stage* const stages = reinterpret_cast<Stage*>(part_stages<2 * sizeof(Stage) / sizeof(HALF)>(part));  // the part's two
+  const int walk = steps > part ? (steps - 1 - part) / PARTS + 1 : 0;  // the part's steps part, part + PARTS, ...
 
   // step i: query head g GROUP + i / query_tiles, query tile tile + i % query_tiles
-  auto copy_step = [&](int i) {
-    Stage& stage = stages[i & 1];
+  auto copy_step = [&](int n) {
+    const int i = part + n * PARTS;
+    Stage& stage = stages[n & 1];
     const int h = g * GROUP + i / query_tiles, s = (tile + i % query_tiles) * TILE;
     const size_t rows = static_cast<size_t>(b * HEADS + h) * SEQ + s;
-    copy_tile(stage.queries, q + rows * HEAD, HEAD, threadIdx.x);
-    copy_tile(stage.gradients, d_out + rows * HEAD, HEAD, threadIdx.x);
-    if (threadIdx.x < TILE / 4) {
-      copy_async(stage.lse + 4 * threadIdx.x, log_sum_exp + rows + 4 * threadIdx.x);
-    } else if (threadIdx.x < TILE / 2) {
-      copy_async(stage.d + 4 * (threadIdx.x - TILE / 4), row_terms + rows + 4 * (threadIdx.x - TILE / 4));
+    copy_tile(stage.queries, q + rows * HEAD, HEAD, thread);
+    copy_tile(stage.gradients, d_out + rows * HEAD, HEAD, thread);
+    if (thread < TILE / 4) {
+      copy_async(stage.lse + 4 * thread, log_sum_exp + rows + 4 * thread);
+    } else if (thread < TILE / 2) {
+      copy_async(stage.d + 4 * (thread - TILE / 4), row_terms + rows + 4 * (thread - TILE / 4));
     }
     copy_commit();
   };
-  copy_step(0);
+  if (walk > 0) copy_step(0);
 
   const size_t kv_plane = static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
   const int row0 = tile * TILE + 16 * warp;  // the warp's first key
@@ -53,33 +55,34 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
   float dk[8][4], dv[8][4];
   clear(dk);
   clear(dv);
-  for (int i = 0; i < steps; ++i) {
-    // step i's tiles have landed and every warp is done with step i - 1's,
-    // whose buffers the copy of step i + 1 (overlapping this step's work) takes
+  for (int n = 0; n < walk; ++n) {
+    // step n's tiles have landed and every warp of the part is done with step
+    // n - 1's, whose buffers the copy of step n + 1 (overlapping this step's
+    // work) takes
     copy_wait<0>();
-    __syncthreads();
-    if (i + 1 < steps) copy_step(i + 1);
-    const Stage& stage = stages[i & 1];
-    const bool diagonal = i % query_tiles == 0;
+    part_sync(part);
+    if (n + 1 < walk) copy_step(n + 1);
+    const Stage& stage = stages[n & 1];
+    const bool diagonal = (part + n * PARTS) % query_tiles == 0;
 
     float s[8][4], dp[8][4];
     clear(s);
     clear(dp);
     multiply_rows(s, fk, stage.queries);     // S^T = K Q^T
     multiply_rows(dp, fv, stage.gradients);  // dP^T = V dO^T
-    // element (key 16 warp + lane / 4 + 8 (e / 2), query 8 n + 2 (lane % 4) + e % 2)
+    // element (key 16 warp + lane / 4 + 8 (e / 2), query 8 c + 2 (lane % 4) + e % 2)
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
-      const int query = 8 * n + 2 * (lane & 3);
+    for (int c = 0; c < 8; ++c) {
+      const int query = 8 * c + 2 * (lane & 3);
       const float2 lse = *reinterpret_cast<const float2*>(stage.lse + query);
       const float2 d = *reinterpret_cast<const float2*>(stage.d + query);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = 16 * warp + (lane >> 2) + 8 * (e >> 1);
         const bool masked = diagonal && query + (e & 1) < key;
-        const float p = masked ? 0.0f : fast_exp2(s[n][e] * stream_scale - ((e & 1) ? lse.y : lse.x));
-        s[n][e] = p;                                  // P^T
-        dp[n][e] = p * (dp[n][e] - ((e & 1) ? d.y : d.x));  // dS^T
+        const float p = masked ? 0.0f : fast_exp2(s[c][e] * stream_scale - ((e & 1) ? lse.y : lse.x));
+        s[c][e] = p;                                  // P^T
+        dp[c][e] = p * (dp[c][e] - ((e & 1) ? d.y : d.x));  // dS^T
       }
     }
     unsigned fp[4][4], fds[4][4];
@@ -89,14 +92,20 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     multiply_columns(dk, fds, stage.queries);   // dK += dS^T Q
   }
 
+  float sums[2][8][4];  // d_k's, then d_v's
+#pragma unroll
+  for (int c = 0; c < 8; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sums[0][c][e] = dk[c][e], sums[1][c][e] = dv[c][e];
+  if (!meet_parts(reinterpret_cast<float(&)[64]>(sums), part, thread, add_values<64>)) return;
   const size_t at = kv_plane + static_cast<size_t>(row0 + (lane >> 2)) * HEAD + 2 * (lane & 3);
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+  for (int c = 0; c < 8; ++c)
 #pragma unroll
     for (int half_row = 0; half_row < 2; ++half_row) {
-      const size_t e = at + 8 * half_row * HEAD + 8 * n;
+      const size_t e = at + 8 * half_row * HEAD + 8 * c;
       *reinterpret_cast<float2*>(d_k + e) =
-          make_float2(dk[n][2 * half_row] * score_scale, dk[n][2 * half_row + 1] * score_scale);
-      *reinterpret_cast<float2*>(d_v + e) = make_float2(dv[n][2 * half_row], dv[n][2 * half_row + 1]);
+          make_float2(sums[0][c][2 * half_row] * score_scale, sums[0][c][2 * half_row + 1] * score_scale);
+      *reinterpret_cast<float2*>(d_v + e) = make_float2(sums[1][c][2 * half_row], sums[1][c][2 * half_row + 1]);
     }
 }

@@ -223,7 +223,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
         lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
                                  "log_sum_exp": p["rows"], "row_terms": p["rows"],
                                  "d_k": p["kv32"], "d_v": p["kv32"]})(_attention_planes(c)),
-        registers=255, constants=_ATTENTION_CONSTANTS),
+        registers=255, shared=_attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4), constants=_ATTENTION_CONSTANTS),
     Family("token-to-head", _args("heads:w merged:r"), _fixed(128),
            lambda c, s: (c["batch"] * c["seq"], 1, 1),
            lambda c, s: {"heads": c["batch"] * c["seq"] * c["heads"] * 64 * HALF_BYTES,
@@ -490,25 +490,24 @@ def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
 
 
 # The streaming attention images, and whether a block may split its walk
-# into two parts. The key launch walks in one: split, ptxas schedules its
-# shared-memory loads in a way the machine-code check cannot yet admit.
-SPLIT_ATTENTION = {"attention-forward": True, "attention-query": True, "attention-key": False}
+# into two parts.
+SPLIT_ATTENTION = {"attention-forward": True, "attention-query": True, "attention-key": True}
 
 
-def attention_parts(family: str, batch: int, seq: int, heads: int) -> int:
+def attention_parts(family: str, batch: int, seq: int, heads: int, kv_heads: int) -> int:
     """Two parts when the launch has fewer blocks than two waves of the
     device: then the causal diagonal's walk (SEQ / 64 tiles) sets its time,
     and halving it paid (1 x 1024: forward 16 -> 12.6 us, query 16.5 -> 14.6
     us on the H200); with more blocks the parts' larger blocks lose (8 x
     1024: one layer's attention 195 -> 226 us)."""
-    blocks = batch * heads * (seq // 64)
+    blocks = batch * (kv_heads if family == "attention-key" else heads) * (seq // 64)
     return 2 if SPLIT_ATTENTION[family] and blocks < 2 * FILL_BLOCKS else 1
 
 
 def attention(family: str, batch: int, seq: int, heads: int, kv_heads: int, half: str) -> Image:
     """A streaming attention image (forward, query or key) at the shape."""
     return image(family, batch=batch, seq=seq, heads=heads, kv_heads=kv_heads,
-                 parts=attention_parts(family, batch, seq, heads), half=half)
+                 parts=attention_parts(family, batch, seq, heads, kv_heads), half=half)
 
 
 def transpose(groups: int, rows: int, columns: int) -> Image:

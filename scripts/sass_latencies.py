@@ -494,8 +494,20 @@ def source() -> str:
 # -- compiling -------------------------------------------------------------------
 
 
+# A larger pattern kept in its own file (compiled as the images it stands for
+# are: fast math)
+ATTENTION_PATTERN = Path(__file__).resolve().parent / "sass_pattern_attention.cu"
+
+
 def compile_cubin(text: str, arch: str) -> bytes:
     return compile_source(text, "chains.cu", [f"-arch={arch}", "-diag-suppress=550"])
+
+
+def corpus_functions(arch: str) -> dict[str, Function]:
+    """Every chain and pattern kernel's code for `arch`."""
+    attention = compile_source(ATTENTION_PATTERN.read_text(), ATTENTION_PATTERN.name,
+                               [f"-arch={arch}", "-use_fast_math"])
+    return disassemble(compile_cubin(source(), arch)) | disassemble(attention)
 
 
 # -- reading the schedules ---------------------------------------------------------
@@ -731,10 +743,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--arch", action="append", choices=ARCHS)
     args = parser.parse_args(argv)
-    text = source()
     archs = {}
     for arch in args.arch or ARCHS:
-        functions = disassemble(compile_cubin(text, arch))
+        functions = corpus_functions(arch)
         entry = table(observe(functions))
         entry = {
             "provenance": {
