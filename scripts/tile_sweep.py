@@ -5,7 +5,8 @@ operands, and record the fastest tile per shape in kernels/tiles.json.
     python3 scripts/tile_sweep.py OUT_DIR [--write kernels/tiles.json]
 
 A candidate whose image takes local memory on an architecture the images
-serve (sm_86, sm_90) is timed but never chosen. Each candidate is checked
+serve (sm_86, sm_90), or whose machine code the certificate's schedule
+check refuses there, is timed but never chosen. Each candidate is checked
 before it is timed: fresh random operands (never
 zeros), C poisoned with NaN, the relative error against a float64 product on
 the GPU must be under 1e-4. A time is one launch's share of a graph of
@@ -26,6 +27,7 @@ from pathlib import Path
 import torch
 
 from planner.bench import torch_graph_us
+from planner.certify.sass import check_cubin
 from planner.kernels.manifest import ARCHS, TILE_CANDIDATES, product_key, tile_serves, tiled_image
 from planner.model.config import DEFAULT
 from planner.runtime import driver
@@ -70,15 +72,20 @@ def precompile(all_shapes: list[tuple], arch: str) -> None:
     print(f"{len(jobs)} images compiled", flush=True)
 
 
+def admitted(cubin: bytes, arch: str) -> bool:
+    """The image uses no local memory and its machine code passes the
+    certificate's schedule check (a refused image would refuse the plan)."""
+    return kernel_info(cubin).frame_bytes == 0 and check_cubin(cubin, arch).status == "pass"
+
+
 def choose(shape: tuple, row: dict) -> int:
-    """The fastest tile within the error bound whose image uses no local
-    memory on any architecture the images serve."""
+    """The fastest tile within the error bound whose image every
+    architecture the images serve admits."""
     for tile in sorted(row["tiles"], key=lambda i: row["tiles"][i]["us"]):
         img = tiled_image(*shape, int(tile))
-        if row["tiles"][tile]["error"] < BOUND and all(
-                kernel_info(compile_image(img, arch)).frame_bytes == 0 for arch in ARCHS):
+        if row["tiles"][tile]["error"] < BOUND and all(admitted(compile_image(img, arch), arch) for arch in ARCHS):
             return int(tile)
-    raise SystemExit(f"no tile computes {shape} within {BOUND} without local memory")
+    raise SystemExit(f"no tile computes {shape} within {BOUND} with an admitted image")
 
 
 def sweep_one(device, a_layout, b_layout, m, n, k, residual, half) -> dict:
