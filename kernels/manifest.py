@@ -254,11 +254,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
         lambda c, s: {"gradient": c["rows"] * c["vocab"] * 4, "logits": c["rows"] * c["vocab"] * 4,
                       "loss": c["rows"] * 4, "correct": c["rows"] * 4, "targets": c["rows"] * 4},
         constants=("rows", "vocab")),
-    Family("embedding-scatter", _args("gradient:rw dy:r ids:r"), _fixed(256),
-           lambda c, s: (_blocks(c["rows"], 8), 1, 1),
+    Family("embedding-scatter", _args("gradient:rw dy:r ids:r"), _fixed(512),
+           lambda c, s: (min(_blocks(c["rows"], 16), FILL_BLOCKS), 1, 1),
            lambda c, s: {"gradient": c["vocab"] * c["width"] * 4, "dy": c["rows"] * c["width"] * 4,
                          "ids": c["rows"] * 4},
-           constants=("rows", "width", "vocab")),
+           registers=128, constants=("rows", "width", "vocab")),
     Family("adamw", _args(
         "parameters:rw gradients:rw first_moments:rw second_moments:rw halves:w beta1:f32 one_minus_beta1:f32 "
         "beta2:f32 one_minus_beta2:f32 decay:f32 step_size:f32 epsilon:f32"),

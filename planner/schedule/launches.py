@@ -458,9 +458,13 @@ def backward(b: Builder) -> None:
     for from_top in range(s.layers):
         layer_backward(b, s.layers - 1 - from_top, at("residual-gradient"), at("attention-residual-gradient"))
     with b.phase(SCATTER):
+        # the ids to the device first: every block of the scatter reads them
+        # all, and from the staging window each read crosses the bus. x-hat's
+        # plane is free by now (the layer norms' backward is done)
+        ids = at("normalized-input")
+        copy(b, ids, at("input-ids"), T)
         b.launch(image("embedding-scatter", rows=T, width=W, vocab=V),
-                 {"gradient": lay.bank("gradients", "embedding"), "dy": at("residual-gradient"),
-                  "ids": at("input-ids")})
+                 {"gradient": lay.bank("gradients", "embedding"), "dy": at("residual-gradient"), "ids": ids})
 
 
 def window(b: Builder, index: int) -> Where:
