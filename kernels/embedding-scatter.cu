@@ -1,20 +1,19 @@
 // gradient[id][:] += the sum of dy[p][:] over the positions p naming token id,
 // in increasing p: deterministic, with no atomics. A warp per position t; only
-// the warp of the first position naming its token adds, the others stop as
-// soon as they see an earlier one. A block's warps take WARPS consecutive
-// positions a round, the grid's blocks (a wave) striding over the positions,
-// and share the ids, staged through shared memory CHUNK at a time: a block
-// reads them once (every round, when they take more than one chunk), all of
-// a thread's loads in flight together (the plan copies the ids from the
-// host's staging window to the device first: read from there by every
-// block, they would cross the bus once a block). A
-// warp looks for its token among 128 staged ids a step (four a lane, one
-// 16-byte load) and, where one names it, compares them 32 at a time (a
-// ballot) and adds the later rows
-// naming its token in position order, LOOKAHEAD rows' loads in flight at a
-// time (a frequent token's chain is then not one memory latency a row); lane
-// i holds columns i, i + 32, ... of the row sum. Ids outside the vocabulary
-// are clamped to it, so no write leaves the table.
+// the warp of the first position naming its token adds, the others stop as soon
+// as they see an earlier one. A block's warps take WARPS consecutive positions
+// a round, the grid's blocks (a wave) striding over the positions, and share
+// the ids, staged through shared memory CHUNK at a time: a block reads them
+// once (every round, when they take more than one chunk), all of a thread's
+// loads in flight together (the plan copies the ids from the host's staging
+// window to the device first: read from there by every block, they would cross
+// the bus once a block). A warp looks for its token among 128 staged ids a step
+// (four a lane, one 16-byte load) and, where one names it, compares them 32 at
+// a time (a ballot) and adds the later rows naming its token in position order,
+// LOOKAHEAD rows' loads in flight at a time (a frequent token's chain is then
+// not one memory latency a row); lane i holds columns i, i + 32, ... of the row
+// sum. Ids outside the vocabulary are clamped to it, so no write leaves the
+// table.
 #include "common.cuh"
 
 constexpr int THREADS = BLOCK;

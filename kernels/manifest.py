@@ -489,19 +489,19 @@ def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
                  half=half)
 
 
-# The streaming attention images, and whether a block may split its walk
-# into two parts.
-SPLIT_ATTENTION = {"attention-forward": True, "attention-query": True, "attention-key": True}
+# The streaming attention images: each block walks the key (or query) tiles
+# in one part or two.
+STREAMING_ATTENTION = ("attention-forward", "attention-query", "attention-key")
 
 
 def attention_parts(family: str, batch: int, seq: int, heads: int, kv_heads: int) -> int:
     """Two parts when the launch has fewer blocks than two waves of the
     device: then the causal diagonal's walk (SEQ / 64 tiles) sets its time,
     and halving it paid (1 x 1024: forward 16 -> 12.6 us, query 16.5 -> 14.6
-    us on the H200); with more blocks the parts' larger blocks lose (8 x
-    1024: one layer's attention 195 -> 226 us)."""
+    us, key 20.4 -> 17.0 us on the H200); with more blocks the parts' larger
+    blocks lose (8 x 1024: one layer's attention 195 -> 226 us)."""
     blocks = batch * (kv_heads if family == "attention-key" else heads) * (seq // 64)
-    return 2 if SPLIT_ATTENTION[family] and blocks < 2 * FILL_BLOCKS else 1
+    return 2 if blocks < 2 * FILL_BLOCKS else 1
 
 
 def attention(family: str, batch: int, seq: int, heads: int, kv_heads: int, half: str) -> Image:

@@ -3,7 +3,8 @@ the kernel tests."""
 
 from __future__ import annotations
 
-from planner.kernels.manifest import FAMILIES, SPLIT_ATTENTION, TILE_CANDIDATES, Image, image, product, tiled_image, transpose
+from planner.kernels.manifest import (FAMILIES, STREAMING_ATTENTION, TILE_CANDIDATES, Image, image, product,
+                                      tiled_image, transpose)
 from planner.model.config import Shape
 
 DEFAULT = Shape()
@@ -41,7 +42,7 @@ def family_images(s: Shape, half: str) -> list[Image]:
         image("qk-rope", **heads), image("value-transpose", **heads),
         # each streaming attention image in every part count it may take
         *(image(f, f"{f}-parts{p}", parts=p, **heads)
-          for f, split in SPLIT_ATTENTION.items() for p in ((1, 2) if split else (1,))),
+          for f in STREAMING_ATTENTION for p in (1, 2)),
         image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=half),
         transpose(s.batch * s.heads, s.seq, s.head_width), transpose(s.batch * s.kv_heads, s.head_width, s.seq),
         image("inverse-rope-qkv", **heads),

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from planner.kernels.manifest import SPLIT_ATTENTION, Image, attention, image, product, transpose
+from planner.kernels.manifest import STREAMING_ATTENTION, Image, attention, image, product, transpose
 from planner.model import float32 as f32
 from planner.model.config import Config
 from planner.schedule.arena import STAGING, Layout
@@ -208,7 +208,7 @@ def _gelu_scalars(b: Builder, elements: int) -> dict[str, int]:
 def _attention(b: Builder, family: str) -> Image:
     """An image of the heads' layouts (the rope, the transposes, the streaming attention)."""
     s = b.config.shape
-    if family in SPLIT_ATTENTION:
+    if family in STREAMING_ATTENTION:
         return attention(family, s.batch, s.seq, s.heads, s.kv_heads, _half(b.config))
     return image(family, batch=s.batch, seq=s.seq, heads=s.heads, kv_heads=s.kv_heads, half=_half(b.config))
 
