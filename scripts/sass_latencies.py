@@ -8,7 +8,8 @@ start from a per-thread value (the vector datapath) and from a kernel
 parameter (the uniform datapath), once overwriting each step's input and once
 keeping it live.  Pattern kernels add what chains cannot provoke: unrolled
 shared-memory loads, slow paths of division and square root, 64-bit row
-offsets, tensor-core chains, cp.async pipelines, local arrays.
+offsets, tensor-core chains, cp.async pipelines, local arrays, a lane's
+election.
 
 Following one path from every producer to its first reader, this script
 reads, per architecture:
@@ -426,6 +427,23 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) p_cluster(const float* x, f
   }
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
   if (blockIdx.z == 0) y[threadIdx.x] = v;
+}
+extern "C" __global__ void p_elect(const float* x, float* y, unsigned m) {
+  // a lane of the warp elected (ELECT, as ptxas picks the lane that issues a
+  // bulk tensor copy), its predicate read at once, each election's mask
+  // depending on the one before (the corpus is compiled, never run)
+  unsigned mask = m;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    unsigned elected;
+    asm volatile("{ .reg .pred p; elect.sync _|p, %1; selp.u32 %0, 1, 0, p; }" : "=r"(elected) : "r"(mask));
+    mask = elected | m;
+  }
+  float v = x[threadIdx.x];
+  unsigned elected;
+  asm volatile("{ .reg .pred p; elect.sync _|p, %1; selp.u32 %0, 1, 0, p; }" : "=r"(elected) : "r"(mask));
+  if (elected) v += x[32];
+  y[threadIdx.x] = v + static_cast<float>(mask);
 }
 #endif
 """

@@ -59,6 +59,42 @@ extern "C" __global__ void __launch_bounds__(128) k_wgmma(float* c, const unsign
 }
 """
 
+# A tile brought in by the tensor memory accelerator: one elected lane arms
+# the stage's mbarrier with the bytes to expect and issues the bulk tensor
+# copy; every thread waits on the barrier's phase before reading the tile.
+TENSOR_COPY_KERNEL = r"""
+struct alignas(64) TensorMap { unsigned long long words[16]; };
+__device__ unsigned smem(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+extern "C" __global__ void __launch_bounds__(256) k_tensor_copy(float* out, const __grid_constant__ TensorMap map,
+                                                                 int steps) {
+  __shared__ __align__(1024) unsigned short tile[2][64 * 64];
+  __shared__ __align__(8) unsigned long long full[2];
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < 2; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem(&full[s])));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  float acc = 0.0f;
+  for (int step = 0; step < steps; ++step) {
+    const int s = step & 1;
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                   :: "r"(smem(&full[s])), "r"(64 * 64 * 2) : "memory");
+      asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                   " [%0], [%1, {%2, %3}], [%4];"
+                   :: "r"(smem(tile[s])), "l"(&map), "r"(0), "r"(step * 64), "r"(smem(&full[s])) : "memory");
+    }
+    unsigned done = 0;
+    while (!done)
+      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                   : "=r"(done) : "r"(smem(&full[s])), "r"((step >> 1) & 1) : "memory");
+    acc += static_cast<float>(tile[s][threadIdx.x]);
+    __syncthreads();
+  }
+  out[blockIdx.x * 256 + threadIdx.x] = acc;
+}
+"""
+
 
 def _compile(source: str, arch: str) -> bytes:
     try:
@@ -230,6 +266,24 @@ def test_warpgroup_accumulators_wait_for_the_warpgroup_barrier():
     assert verdict.findings and all(f.kind == WARPGROUP for f in verdict.findings)
     assert (products[-1].offset, store.offset) in firsts
     assert "may still be in flight" in verdict.findings[0].detail
+
+
+def test_a_tensor_copy_is_waited_for_on_its_mbarrier():
+    """The bulk tensor copy's code (ELECT picks the issuing lane, UTMALDG,
+    SYNCS arming and polling the mbarrier) is in the model and passes; the
+    poll's result is a predicate waited for on a barrier, and with that wait
+    removed the branch that reads it is named with the poll."""
+    cubin = _compile(TENSOR_COPY_KERNEL, "sm_90a")
+    report = check_cubin(cubin, "sm_90")
+    assert report.status == "pass", [u.describe() for u in report.unknowns]
+    code = disassemble(cubin)["k_tensor_copy"].instructions
+    assert {"ELECT", "UTMALDG", "SYNCS"} <= {i.base for i in code}
+    polls = {i.offset for i in code if i.opcode.startswith("SYNCS.PHASECHK")}
+    planted = [m for m in mutations(cubin, "sm_90") if m.kind == WAIT and m.producer in polls]
+    assert planted
+    for m in planted:
+        assert any((f.producer_offset, f.consumer_offset) == (m.producer, m.consumer)
+                   for f in check_cubin(m.cubin, "sm_90").findings), m.description
 
 
 def test_a_copy_group_retired_frees_its_address_registers():
