@@ -165,6 +165,42 @@ __device__ __forceinline__ void copy_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(PENDING));
 }
 
+__device__ __forceinline__ void copy_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// ---- mbarriers (a count of arrivals; a phase completes when they are all in) ----
+
+__device__ __forceinline__ void barrier_init(unsigned long long* barrier, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)), "r"(arrivals) : "memory");
+}
+
+__device__ __forceinline__ void barrier_arrive(unsigned long long* barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(barrier)) : "memory");
+}
+
+// the thread arrives once every cp.async it has issued has landed
+__device__ __forceinline__ void barrier_arrive_on_copies(unsigned long long* barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(shared_address(barrier)) : "memory");
+}
+
+// wait until the phase of the given parity (0 for the first, 1 for the next, ...) has completed
+// (sm_90 on: try_wait, which parks the thread a while; before: polling with test_wait)
+__device__ __forceinline__ void barrier_wait(unsigned long long* barrier, unsigned parity) {
+  unsigned done = 0;
+  while (!done) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(shared_address(barrier)), "r"(parity)
+                 : "memory");
+#else
+    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(shared_address(barrier)), "r"(parity)
+                 : "memory");
+#endif
+  }
+}
+
 // four 8 x 8 matrices of 16-bit words; lane l names row l % 8 of matrix l / 8
 __device__ __forceinline__ void load_matrices(unsigned (&r)[4], const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"

@@ -115,11 +115,22 @@ def _product_shared(c: Constants) -> int:
     blocks') accumulators reuse it."""
     rings = c["k_groups"] * c["stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * HALF_BYTES
     sums = max(c["k_groups"] - 1, int(c["k_blocks"] > 1))
-    return max(rings, sums * c["block_m"] * c["block_n"] * 4)
+    barriers = 2 * c["stages"] * 8 if c["wgmma"] >= 2 else 0  # each stage's full and empty mbarriers
+    return max(rings, sums * c["block_m"] * c["block_n"] * 4) + barriers
 
 
 def _product_block(c: Constants) -> int:
-    return c["warps_m"] * c["warps_n"] * 32 * c["k_groups"]
+    """The warps of every K group, and with WGMMA 2 the warpgroup that copies."""
+    return c["warps_m"] * c["warps_n"] * 32 * c["k_groups"] + (128 if c["wgmma"] >= 2 else 0)
+
+
+def _product_grid(c: Constants, s: Scalars) -> tuple[int, int, int]:
+    """A block per tile of C (by its K blocks); with WGMMA 2 at most a wave
+    of blocks, each walking the tiles t, t + grid, ..."""
+    along_n, along_m = c["n"] // c["block_n"], c["m"] // c["block_m"]
+    if c["wgmma"] >= 2:
+        return (min(along_n * along_m, FILL_BLOCKS), 1, 1)
+    return (along_n, along_m, c["k_blocks"])
 
 
 def _product_extents(c: Constants, s: Scalars) -> dict[str, int]:
@@ -280,12 +291,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                       "up": s["elements"] * 4, "gate": s["elements"] * 4},
         constants=("half",)),
     Family("tiled", _args("c:w a:r b:r"), _product_block,
-           lambda c, s: (c["n"] // c["block_n"], c["m"] // c["block_m"], c["k_blocks"]), _product_extents,
+           _product_grid, _product_extents,
            registers=255, shared=_product_shared,
            constants=("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
                       "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "half")),
     Family("tiled-add", _args("c:w a:r b:r r:r"), _product_block,
-           lambda c, s: (c["n"] // c["block_n"], c["m"] // c["block_m"], c["k_blocks"]), _product_extents,
+           _product_grid, _product_extents,
            registers=255, shared=_product_shared, source="tiled",
            constants=("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
                       "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "half")),
@@ -365,6 +376,33 @@ class ImageError(ValueError):
     pass
 
 
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """A tensor map an image takes after its parameter block on a card with
+    tensor copies (sm_90): a 2-D box walk over one pointer argument's half
+    elements, `inner` of them contiguous, `outer` rows of them (exactly the
+    argument's extent), boxes of box_inner x box_outer, 128-byte swizzled."""
+
+    argument: str
+    inner: int
+    outer: int
+    box_inner: int
+    box_outer: int
+
+
+def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
+    """The operands' tensor maps of a product fed by tensor copies (WGMMA 2,
+    3): a stage's box of each, K-contiguous operands a box of 64 k by the
+    tile's rows, K-strided ones 64-wide columns by BLOCK_K."""
+    c = img.constant_map
+    if img.family not in ("tiled", "tiled-add") or c["wgmma"] < 2:
+        return ()
+    m, n, k, block_k = c["m"], c["n"], c["k"], c["block_k"]
+    a = (m, k, 64, block_k) if c["a_layout"] == "c" else (k, m, 64, c["block_m"])
+    b = (n, k, 64, block_k) if c["b_layout"] == "c" else (k, n, 64, c["block_n"])
+    return (TensorMapSpec("a", *a), TensorMapSpec("b", *b))
+
+
 def image(family: str, name: str | None = None, **constants: int | str) -> Image:
     """The image of `family` specialised by `constants` (all it needs, no more)."""
     spec = FAMILIES.get(family)
@@ -392,19 +430,22 @@ class Tile:
     warps_n: int
     k_groups: int = 1
     block_k: int = 32
-    wgmma: int = 0    # warpgroup products on sm_90 (a warpgroup per 64 rows)
+    wgmma: int = 0    # warpgroup products on sm_90 (a warpgroup per 64 rows); 2, 3: fed by a warpgroup
+                      # of tensor copies, a wave of blocks walking the tiles (3: a tile a warpgroup)
     k_blocks: int = 1  # a cluster's blocks that split K (sm_90 on)
 
     def shared(self) -> int:
         return _product_shared({"k_groups": self.k_groups, "stages": self.stages, "block_m": self.block_m,
-                                "block_n": self.block_n, "block_k": self.block_k, "k_blocks": self.k_blocks})
+                                "block_n": self.block_n, "block_k": self.block_k, "k_blocks": self.k_blocks,
+                                "wgmma": self.wgmma})
 
 
 # block M x block N x stages, warps along M x N: the seed's candidates 0..7,
 # then ours: K groups that split a long K inside the block (8..13), steps of
 # 64 along K (half the waits per product), warp tiles of 64 x 64 (18), and
 # Hopper's warpgroup products, which other cards run as mma.sync (20..31;
-# 28..31 in K groups; 32..37 with K split across a cluster's blocks)
+# 28..31 in K groups; 32..37 with K split across a cluster's blocks; 38..45
+# fed by tensor copies, with the H200's deeper rings)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
@@ -420,19 +461,26 @@ TILE_CANDIDATES = (
     Tile(64, 128, 8, 2, 2, wgmma=1, k_blocks=2), Tile(64, 128, 8, 2, 2, wgmma=1, k_blocks=4),
     Tile(64, 64, 8, 2, 2, wgmma=1, k_blocks=2), Tile(64, 64, 8, 2, 2, wgmma=1, k_blocks=4),
     Tile(128, 128, 6, 2, 4, wgmma=1, k_blocks=2), Tile(128, 64, 8, 4, 2, wgmma=1, k_blocks=2),
+    Tile(128, 128, 3, 2, 4, block_k=64, wgmma=2), Tile(128, 128, 3, 2, 4, block_k=64, wgmma=3),
+    Tile(128, 128, 4, 2, 4, block_k=64, wgmma=2), Tile(128, 128, 4, 2, 4, block_k=64, wgmma=3),
+    Tile(128, 128, 6, 2, 4, block_k=64, wgmma=3), Tile(64, 128, 4, 2, 2, block_k=64, wgmma=2),
+    Tile(64, 64, 6, 2, 2, block_k=64, wgmma=2), Tile(64, 128, 8, 2, 2, block_k=64, wgmma=2),
 )
-# Shared memory one block may take on every card the images serve (sm_86's opt-in limit).
+# Shared memory a block may take where no tiles table says otherwise: every
+# card the images serve has it (sm_86's opt-in limit).
 SHARED_LIMIT = 99 * 1024
 # Blocks enough to fill the device once (the H200 has 132 multiprocessors).
 FILL_BLOCKS = 132
 
 
-def tile_serves(t: Tile, m: int, n: int, k: int) -> bool:
+def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None) -> bool:
     """A tile serves a product when it divides C, its K groups take whole
     k-steps of K and its stages fit the shared memory (the seed's
-    coppeliusTiledTileServes, with the groups)."""
+    coppeliusTiledTileServes, with the groups): that of the device the tiles
+    were measured on (`shared_limit_of_tiles`) unless another limit is given."""
+    limit = shared_limit_of_tiles() if shared_limit is None else shared_limit
     return (m % t.block_m == 0 and n % t.block_n == 0 and k % (t.block_k * t.k_groups * t.k_blocks) == 0
-            and t.shared() <= SHARED_LIMIT)
+            and t.shared() <= limit)
 
 
 # Without a recorded choice: the seed's four-stage tiles, largest first, are
@@ -445,12 +493,22 @@ def product_key(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
 
 
 @cache
+def _tiles_table() -> dict:
+    return json.loads(resources.files("planner.kernels").joinpath("tiles.json").read_text())
+
+
 def recorded_tiles() -> dict[str, int]:
     """The tile each product shape measured fastest with on the device
     (`scripts/tile_sweep.py` writes kernels/tiles.json; the seed records its
     choices the same way, coppeliusTiledChoiceFor)."""
-    table = json.loads(resources.files("planner.kernels").joinpath("tiles.json").read_text())
-    return {key: row["tile"] for key, row in table["choices"].items()}
+    return {key: row["tile"] for key, row in _tiles_table()["choices"].items()}
+
+
+def shared_limit_of_tiles() -> int:
+    """The shared memory a block may take on the device the tiles table was
+    measured on (its opt-in limit, which the sweep records); a plan whose
+    images take more than a device offers is refused there."""
+    return _tiles_table().get("shared_limit", SHARED_LIMIT)
 
 
 def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool) -> int:

@@ -34,10 +34,26 @@
 // the shared stages; built
 // for any other card the same image runs the mma.sync path with its
 // WARPS_M x WARPS_N warps.
+//
+// WGMMA 2 and 3 (sm_90a): the same warpgroup products, fed by a warpgroup of
+// their own. A launch of at most a wave of blocks walks the tiles (tile t,
+// t + the grid, ...); the last warpgroup only copies: one of its threads
+// arms each stage's full mbarrier with the stage's bytes and has the tensor
+// memory accelerator bring both operands' boxes (bulk tensor copies, laid
+// out 128-byte swizzled as the stages are). The others only multiply,
+// releasing a stage on its empty mbarrier once their products have read it.
+// No barrier of the whole block stands in the walk, so the copies of a
+// block's next tile run while it stores the last. With WGMMA 2 the
+// multiplying warpgroups share each tile (64 rows each); with WGMMA 3 they
+// take the tiles in turn, so one stores while the other multiplies. On other
+// cards the copying warpgroup copies with cp.async, each thread's copies
+// arriving on the full mbarrier, and the others walk on the mma.sync path.
 #include "common.cuh"
 
 constexpr int GROUP_THREADS = WARPS_M * WARPS_N * 32;  // one K group's threads
-constexpr int THREADS = GROUP_THREADS * K_GROUPS;
+constexpr int WARPGROUP_THREADS = 128;
+constexpr int PRODUCER_THREADS = WGMMA >= 2 ? WARPGROUP_THREADS : 0;  // the warpgroup that only copies (WGMMA 2, 3)
+constexpr int THREADS = GROUP_THREADS * K_GROUPS + PRODUCER_THREADS;
 static_assert(BLOCK == THREADS, "a warp per warp tile of each K group");
 constexpr int WARP_M = BLOCK_M / WARPS_M;  // the rows of C one warp computes
 constexpr int WARP_N = BLOCK_N / WARPS_N;
@@ -55,8 +71,34 @@ constexpr int SPLIT = K_BLOCKS;  // the blocks of a cluster that share K
 constexpr int SPLIT = 1;
 #endif
 static_assert(K_BLOCKS == 1 || K_GROUPS == 1, "K split across a block's groups or a cluster's blocks");
+static_assert(WGMMA < 2 || (K_GROUPS == 1 && K_BLOCKS == 1), "a block that walks tiles takes the whole of K");
+static_assert(WGMMA != 3 || GROUP_THREADS == 2 * WARPGROUP_THREADS, "two warpgroups take the tiles in turn");
+static_assert(WGMMA < 2 || BLOCK_K == 64, "a tensor copy's row is one 128-byte swizzle atom");
+
+// A tensor map (CUtensorMap): the runtime encodes one for each operand from
+// its relocated pointer and the operand's extent, and passes them after the
+// parameter block (where the cubin places them, 64-byte aligned)
+struct alignas(64) TensorMap {
+  unsigned long long words[16];
+};
+#if IMAGE_WGMMA >= 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TENSOR_MAP_PARAMETERS , const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b
+#define TENSOR_MAP_ARGUMENTS , &map_a, &map_b
+#else
+#define TENSOR_MAP_PARAMETERS
+#define TENSOR_MAP_ARGUMENTS , nullptr, nullptr
+#endif
 static_assert((K / BLOCK_K) % (K_GROUPS * SPLIT) == 0, "the K groups and blocks take equal shares of the steps");
 constexpr int STEPS = K / BLOCK_K / K_GROUPS / SPLIT;  // each group's
+constexpr int TILES_ALONG_N = N / BLOCK_N, TILES = M / BLOCK_M * TILES_ALONG_N;  // C's tiles, N fastest
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr bool ALTERNATING = WGMMA == 3;  // the warpgroups take tiles in turn
+constexpr bool TENSOR_COPIES = WGMMA >= 2;  // the tensor memory accelerator copies the stages
+constexpr int RELEASING_WARPS = ALTERNATING ? 4 : GROUP_THREADS / 32;  // the warps that read a stage
+#else
+constexpr bool TENSOR_COPIES = false;
+constexpr int RELEASING_WARPS = GROUP_THREADS / 32;
+#endif
 
 // the first k of a K group's share (of the block's, where a cluster splits K)
 __device__ __forceinline__ int k_first(int group) {
@@ -72,7 +114,6 @@ template <bool K_STRIDED, int EXTENT, int TOTAL>
 struct Operand {
   static constexpr int HALVES = EXTENT * BLOCK_K;
   static constexpr int CHUNKS = HALVES / 8;
-  static_assert(CHUNKS % GROUP_THREADS == 0, "a group's threads copy the tile evenly");
 
   // the swizzled place of (row, k) in the stage, in halves
   __device__ static __forceinline__ int place(int row, int k) {
@@ -88,11 +129,13 @@ struct Operand {
   }
 
   // the tile at rows [row0, row0 + EXTENT), k in [k0, k0 + BLOCK_K), copied
-  // by the group's threads (thread: the index in the group)
+  // by COPYING threads (thread: the index among them)
+  template <int COPYING = GROUP_THREADS>
   __device__ static __forceinline__ void copy(HALF* stage, const HALF* global, int row0, int k0, int thread) {
+    static_assert(CHUNKS % COPYING == 0, "the threads copy the tile evenly");
 #pragma unroll
-    for (int i = 0; i < CHUNKS / GROUP_THREADS; ++i) {
-      const int chunk = thread + i * GROUP_THREADS;
+    for (int i = 0; i < CHUNKS / COPYING; ++i) {
+      const int chunk = thread + i * COPYING;
       if constexpr (K_STRIDED) {
         const int k = chunk / (EXTENT / 8), row = (chunk % (EXTENT / 8)) * 8;
         copy_async(stage + place(row, k), global + static_cast<size_t>(k0 + k) * TOTAL + row0 + row);
@@ -245,6 +288,52 @@ struct Warpgroup<128> {
   }
 };
 
+// K-major rows of BLOCK_K halves are one 128- or 64-byte swizzle atom
+// wide; MN-major operands are 64-wide columns of 128-byte rows
+constexpr unsigned ROW_BYTES = BLOCK_K * 2, COLUMN_BYTES = BLOCK_K * 64 * 2;
+constexpr unsigned long long K_SWIZZLE = BLOCK_K == 64 ? SWIZZLE_128 : SWIZZLE_64;
+
+// d += rows [64 r, 64 r + 64) of the stage's A times its B (issued, not committed)
+__device__ __forceinline__ void issue_products(float (&d)[BLOCK_N / 2], const HALF* stage, int r) {
+  const HALF* stage_a = stage + r * 64 * BLOCK_K;
+  const HALF* stage_b = stage + OperandA::HALVES;
+#pragma unroll
+  for (int k = 0; k < BLOCK_K; k += 16) {
+    // K-major: 16 k are 32 bytes into the rows; MN-major: 16 rows of 128 bytes down
+    const unsigned long long da = A_COLUMNS ? matrix(stage_a + k * 64, COLUMN_BYTES, 8 * 128, SWIZZLE_128)
+                                            : matrix(stage_a + k, 16, 8 * ROW_BYTES, K_SWIZZLE);
+    const unsigned long long db = B_COLUMNS ? matrix(stage_b + k * 64, COLUMN_BYTES, 8 * 128, SWIZZLE_128)
+                                            : matrix(stage_b + k, 16, 8 * ROW_BYTES, K_SWIZZLE);
+    Warpgroup<BLOCK_N>::product(d, da, db);
+  }
+}
+
+// d += the warpgroup's 64 rows of the stage's A times its B, committed as one
+// group of products (left in flight)
+__device__ __forceinline__ void multiply_stage(float (&d)[BLOCK_N / 2], const HALF* stage, int warpgroup) {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  issue_products(d, stage, warpgroup);
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+// The epilogue of a warpgroup's d (its thread's first row and column), CHUNK
+// n-tiles at a time (a chunk's R read before its C is stored); d's elements,
+// n-tile j: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
+template <int CHUNK = BLOCK_N / 8>
+__device__ __forceinline__ void store_warpgroup(float* c, float (&d)[BLOCK_N / 2], int row0, int column0
+                                                RESIDUAL_PARAMETER) {
+#pragma unroll
+  for (int j0 = 0; j0 < BLOCK_N / 8; j0 += CHUNK) {
+    finish(c, [&](auto visit) {
+#pragma unroll
+      for (int j = j0; j < j0 + CHUNK; ++j)
+#pragma unroll
+        for (int half_row = 0; half_row < 2; ++half_row)
+          visit(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1], row0 + 8 * half_row, column0 + 8 * j);
+    } RESIDUAL_ARGUMENT);
+  }
+}
+
 // The warpgroups' path. Stage s's products run while the next stage's
 // barrier and copies are issued: a stage is refilled only two steps after it
 // was read (wgmma.wait_group 1 leaves the latest products in flight), so the
@@ -258,10 +347,6 @@ __device__ __forceinline__ void product_async(float* c, const HALF* a, const HAL
   const int block_m = blockIdx.y * BLOCK_M, block_n = blockIdx.x * BLOCK_N;
   const int row0 = block_m + warpgroup * 64 + warp * 16 + (lane >> 2), column0 = block_n + 2 * (lane & 3);
   HALF* const ring = shared + group * STAGES * STAGE_HALVES;
-  // K-major rows of BLOCK_K halves are one 128- or 64-byte swizzle atom
-  // wide; MN-major operands are 64-wide columns of 128-byte rows
-  constexpr unsigned ROW_BYTES = BLOCK_K * 2, COLUMN_BYTES = BLOCK_K * 64 * 2;
-  constexpr unsigned long long K_SWIZZLE = BLOCK_K == 64 ? SWIZZLE_128 : SWIZZLE_64;
 
   auto copy_step = [&](int step) {
     HALF* stage = ring + (step % STAGES) * STAGE_HALVES;
@@ -289,19 +374,7 @@ __device__ __forceinline__ void product_async(float* c, const HALF* a, const HAL
     if (step + STAGES - 2 < STEPS) copy_step(step + STAGES - 2);
     copy_commit();
 
-    const HALF* stage_a = ring + (step % STAGES) * STAGE_HALVES + warpgroup * 64 * BLOCK_K;
-    const HALF* stage_b = ring + (step % STAGES) * STAGE_HALVES + OperandA::HALVES;
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-    for (int k = 0; k < BLOCK_K; k += 16) {
-      // K-major: 16 k are 32 bytes into the rows; MN-major: 16 rows of 128 bytes down
-      const unsigned long long da = A_COLUMNS ? matrix(stage_a + k * 64, COLUMN_BYTES, 8 * 128, SWIZZLE_128)
-                                              : matrix(stage_a + k, 16, 8 * ROW_BYTES, K_SWIZZLE);
-      const unsigned long long db = B_COLUMNS ? matrix(stage_b + k * 64, COLUMN_BYTES, 8 * 128, SWIZZLE_128)
-                                              : matrix(stage_b + k, 16, 8 * ROW_BYTES, K_SWIZZLE);
-      Warpgroup<BLOCK_N>::product(d, da, db);
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    multiply_stage(d, ring + (step % STAGES) * STAGE_HALVES, warpgroup);
     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
@@ -313,16 +386,44 @@ __device__ __forceinline__ void product_async(float* c, const HALF* a, const HAL
     if (!meet_k_blocks(d, thread)) return;
   }
 
-  // d's elements, n-tile j: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
+  store_warpgroup(c, d, row0, column0 RESIDUAL_ARGUMENT);
+}
+
+#endif
+
+// d += the warp's rows and columns of the stage's A times its B (mma.sync)
+__device__ __forceinline__ void multiply_stage_warps(float (&accumulator)[TILES_M][TILES_N][4], const HALF* stage,
+                                                     int warp_m, int warp_n) {
+#pragma unroll
+  for (int k = 0; k < BLOCK_K; k += 16) {
+    unsigned fa[TILES_M][4], fb[TILES_N / 2][4];
+#pragma unroll
+    for (int i = 0; i < TILES_M; ++i) OperandA::a_fragment(fa[i], stage, warp_m + 16 * i, k);
+#pragma unroll
+    for (int j = 0; j < TILES_N / 2; ++j) OperandB::b_fragments(fb[j], stage + OperandA::HALVES, warp_n + 16 * j, k);
+#pragma unroll
+    for (int i = 0; i < TILES_M; ++i)
+#pragma unroll
+      for (int j = 0; j < TILES_N; ++j)
+        mma_16816(accumulator[i][j], fa[i], fb[j / 2][(j & 1) * 2], fb[j / 2][(j & 1) * 2 + 1]);
+  }
+}
+
+// The epilogue of a warp's accumulator (its thread's first row and column);
+// its elements: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
+__device__ __forceinline__ void store_warps(float* c, float (&accumulator)[TILES_M][TILES_N][4], int row0,
+                                           int column0 RESIDUAL_PARAMETER) {
   finish(c, [&](auto visit) {
 #pragma unroll
-    for (int j = 0; j < BLOCK_N / 8; ++j)
+    for (int i = 0; i < TILES_M; ++i)
 #pragma unroll
-      for (int half_row = 0; half_row < 2; ++half_row)
-        visit(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1], row0 + 8 * half_row, column0 + 8 * j);
+      for (int j = 0; j < TILES_N; ++j)
+#pragma unroll
+        for (int half_row = 0; half_row < 2; ++half_row)
+          visit(accumulator[i][j][2 * half_row], accumulator[i][j][2 * half_row + 1], row0 + 16 * i + 8 * half_row,
+                column0 + 8 * j);
   } RESIDUAL_ARGUMENT);
 }
-#endif
 
 // The warps' path (mma.sync), on every card.
 __device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF* b RESIDUAL_PARAMETER) {
@@ -361,22 +462,7 @@ __device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF
     __syncthreads();
     if (step + STAGES - 1 < STEPS) copy_step(step + STAGES - 1);
     copy_commit();
-
-    const HALF* stage = ring + (step % STAGES) * STAGE_HALVES;
-#pragma unroll
-    for (int k = 0; k < BLOCK_K; k += 16) {
-      unsigned fa[TILES_M][4], fb[TILES_N / 2][4];
-#pragma unroll
-      for (int i = 0; i < TILES_M; ++i) OperandA::a_fragment(fa[i], stage, warp_m + 16 * i, k);
-#pragma unroll
-      for (int j = 0; j < TILES_N / 2; ++j)
-        OperandB::b_fragments(fb[j], stage + OperandA::HALVES, warp_n + 16 * j, k);
-#pragma unroll
-      for (int i = 0; i < TILES_M; ++i)
-#pragma unroll
-        for (int j = 0; j < TILES_N; ++j)
-          mma_16816(accumulator[i][j], fa[i], fb[j / 2][(j & 1) * 2], fb[j / 2][(j & 1) * 2 + 1]);
-    }
+    multiply_stage_warps(accumulator, ring + (step % STAGES) * STAGE_HALVES, warp_m, warp_n);
   }
 
   if constexpr (K_GROUPS > 1) {
@@ -388,21 +474,207 @@ __device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF
     if (!meet_k_blocks(reinterpret_cast<float(&)[TILES_M * TILES_N * 4]>(accumulator), thread)) return;
   }
 #endif
+  store_warps(c, accumulator, block_m + warp_m + (lane >> 2), block_n + warp_n + 2 * (lane & 3) RESIDUAL_ARGUMENT);
+}
 
-  // the accumulator's elements: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
-  const int row0 = block_m + warp_m + (lane >> 2), column0 = block_n + warp_n + 2 * (lane & 3);
-  finish(c, [&](auto visit) {
+// The copying warpgroup's walk where there are no tensor copies, by cp.async
+// (thread: its index in the warpgroup): a stage is refilled once the
+// multiplying warps have released it.
+__device__ __forceinline__ void copy_tiles(const HALF* a, const HALF* b, unsigned long long* full,
+                                           unsigned long long* empty, int thread) {
+  extern __shared__ __align__(1024) HALF shared[];
+  int it = 0;  // the steps walked so far, over every tile
+  for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
+    const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
+    for (int step = 0; step < STEPS; ++step, ++it) {
+      const int s = it % STAGES;
+      if (it >= STAGES) barrier_wait(&empty[s], (it / STAGES - 1) & 1);
+      HALF* const stage = shared + s * STAGE_HALVES;
+      OperandA::copy<WARPGROUP_THREADS>(stage, a, block_m, step * BLOCK_K, thread);
+      OperandB::copy<WARPGROUP_THREADS>(stage + OperandA::HALVES, b, block_n, step * BLOCK_K, thread);
+      barrier_arrive_on_copies(&full[s]);
+    }
+  }
+  copy_wait_all();  // no copy outlives its thread
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// One operand's stage by bulk tensor copies (128-byte swizzled, as `place`
+// lays it out): K contiguous, one box of BLOCK_K x EXTENT; K strided, a box
+// of 64 x BLOCK_K per 64-wide column.
+template <bool K_STRIDED, int EXTENT>
+__device__ __forceinline__ void tensor_copy(HALF* stage, const TensorMap* map, int row0, int k0,
+                                            unsigned long long* full) {
+#pragma unroll
+  for (int i = 0; i < (K_STRIDED ? EXTENT / 64 : 1); ++i) {
+    const int x = K_STRIDED ? row0 + 64 * i : k0, y = K_STRIDED ? k0 : row0;
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+        ::"r"(shared_address(stage + i * BLOCK_K * 64)), "l"(map), "r"(x), "r"(y), "r"(shared_address(full))
+        : "memory");
+  }
+}
+
+// The copying warpgroup's walk by tensor copies: its first thread arms each
+// stage's full mbarrier with the stage's bytes and issues the copies.
+__device__ __forceinline__ void copy_tiles_tensor(const TensorMap* map_a, const TensorMap* map_b,
+                                                  unsigned long long* full, unsigned long long* empty) {
+  extern __shared__ __align__(1024) HALF shared[];
+  int it = 0;
+  for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
+    const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
+    for (int step = 0; step < STEPS; ++step, ++it) {
+      const int s = it % STAGES;
+      if (it >= STAGES) barrier_wait(&empty[s], (it / STAGES - 1) & 1);
+      HALF* const stage = shared + s * STAGE_HALVES;
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(&full[s])),
+                   "r"(STAGE_HALVES * 2)
+                   : "memory");
+      tensor_copy<A_COLUMNS, BLOCK_M>(stage, map_a, block_m, step * BLOCK_K, &full[s]);
+      tensor_copy<B_COLUMNS, BLOCK_N>(stage + OperandA::HALVES, map_b, block_n, step * BLOCK_K, &full[s]);
+    }
+  }
+}
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The multiplying warpgroups' walk over the same tiles and stages: a stage
+// is read once its copies have landed and released once the products that
+// read it are done (the latest products stay in flight meanwhile).
+__device__ __forceinline__ void multiply_tiles(float* c, unsigned long long* full, unsigned long long* empty
+                                               RESIDUAL_PARAMETER) {
+  extern __shared__ __align__(1024) HALF shared[];
+  const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  int it = 0;
+  for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
+    const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
+    float d[BLOCK_N / 2];
+#pragma unroll
+    for (int i = 0; i < BLOCK_N / 2; ++i) d[i] = 0.0f;
+    for (int step = 0; step < STEPS; ++step, ++it) {
+      const int s = it % STAGES;
+      barrier_wait(&full[s], (it / STAGES) & 1);
+      // the copies' writes, seen here through the mbarrier, made visible to
+      // the products' reads (the async proxy)
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      multiply_stage(d, shared + s * STAGE_HALVES, warpgroup);
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+      if (step > 0 && lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    if (lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
+    store_warpgroup(c, d, block_m + warpgroup * 64 + warp * 16 + (lane >> 2), block_n + 2 * (lane & 3)
+                    RESIDUAL_ARGUMENT);
+  }
+}
+// WGMMA 3: each multiplying warpgroup takes every other tile of the block's
+// walk whole (all BLOCK_M rows), so one stores its tile while the other's
+// products run. A warpgroup starts a tile's waits on the ring only once the
+// other has passed all of its waits for the tile before (named barriers 2
+// and 3): a stage's mbarrier phase then never runs more than one ahead of
+// its waiter, which is all a parity can tell apart.
+__device__ __forceinline__ void multiply_tiles_alternating(float* c, unsigned long long* full,
+                                                           unsigned long long* empty RESIDUAL_PARAMETER) {
+  extern __shared__ __align__(1024) HALF shared[];
+  const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  constexpr int HALVES = BLOCK_M / 64;
+  for (int j = warpgroup; blockIdx.x + j * gridDim.x < TILES; j += 2) {  // the block's j-th tile
+    const int tile = blockIdx.x + j * gridDim.x;
+    const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
+    float d[HALVES][BLOCK_N / 2];
+#pragma unroll
+    for (int h = 0; h < HALVES; ++h)
+#pragma unroll
+      for (int i = 0; i < BLOCK_N / 2; ++i) d[h][i] = 0.0f;
+    if (j > 0) asm volatile("bar.sync %0, 256;" ::"r"(2 + warpgroup) : "memory");
+    for (int step = 0; step < STEPS; ++step) {
+      const int it = j * STEPS + step, s = it % STAGES;
+      barrier_wait(&full[s], (it / STAGES) & 1);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+      for (int h = 0; h < HALVES; ++h) issue_products(d[h], shared + s * STAGE_HALVES, h);
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+      if (step > 0 && lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    if (lane == 0) barrier_arrive(&empty[(j * STEPS + STEPS - 1) % STAGES]);
+    if (blockIdx.x + (j + 1) * gridDim.x < TILES) asm volatile("bar.arrive %0, 256;" ::"r"(3 - warpgroup) : "memory");
+    // with a residual, one n-tile's R at a time: the whole tile's sums and
+    // more of R do not fit the registers
+#pragma unroll
+    for (int h = 0; h < HALVES; ++h)
+      store_warpgroup<RESIDUAL ? 1 : BLOCK_N / 8>(c, d[h], block_m + h * 64 + warp * 16 + (lane >> 2),
+                                                               block_n + 2 * (lane & 3) RESIDUAL_ARGUMENT);
+  }
+}
+#else
+// The multiplying warps' walk (mma.sync): a warp releases a stage once its
+// fragment loads from it are done.
+__device__ __forceinline__ void multiply_tiles(float* c, unsigned long long* full, unsigned long long* empty
+                                               RESIDUAL_PARAMETER) {
+  extern __shared__ __align__(1024) HALF shared[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int warp_m = (warp / WARPS_N) * WARP_M, warp_n = (warp % WARPS_N) * WARP_N;
+  int it = 0;
+  for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
+    const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
+    float accumulator[TILES_M][TILES_N][4];
 #pragma unroll
     for (int i = 0; i < TILES_M; ++i)
 #pragma unroll
       for (int j = 0; j < TILES_N; ++j)
 #pragma unroll
-        for (int half_row = 0; half_row < 2; ++half_row)
-          visit(accumulator[i][j][2 * half_row], accumulator[i][j][2 * half_row + 1], row0 + 16 * i + 8 * half_row,
-                column0 + 8 * j);
-  } RESIDUAL_ARGUMENT);
+        for (int e = 0; e < 4; ++e) accumulator[i][j][e] = 0.0f;
+    for (int step = 0; step < STEPS; ++step, ++it) {
+      const int s = it % STAGES;
+      barrier_wait(&full[s], (it / STAGES) & 1);
+      multiply_stage_warps(accumulator, shared + s * STAGE_HALVES, warp_m, warp_n);
+      __syncwarp();  // every lane's loads from the stage are done
+      if (lane == 0) barrier_arrive(&empty[s]);
+    }
+    store_warps(c, accumulator, block_m + warp_m + (lane >> 2), block_n + warp_n + 2 * (lane & 3)
+                RESIDUAL_ARGUMENT);
+  }
 }
+#endif
 
+// WGMMA 2 and 3's block: its mbarriers follow the ring in shared memory.
+__device__ __forceinline__ void product_specialized(float* c, const HALF* a, const HALF* b, const TensorMap* map_a,
+                                                    const TensorMap* map_b RESIDUAL_PARAMETER) {
+  static_assert(WGMMA < 2 || GROUP_THREADS == BLOCK_M * 2, "a warpgroup per 64 rows");
+  extern __shared__ __align__(1024) HALF shared[];
+  unsigned long long* const full = reinterpret_cast<unsigned long long*>(shared + STAGES * STAGE_HALVES);
+  unsigned long long* const empty = full + STAGES;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      barrier_init(&full[s], TENSOR_COPIES ? 1 : WARPGROUP_THREADS);  // the stage's copies landed
+      barrier_init(&empty[s], RELEASING_WARPS);  // every warp that read it done
+    }
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+  }
+  __syncthreads();
+  if (threadIdx.x >= GROUP_THREADS) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (TENSOR_COPIES) {
+      if (threadIdx.x == GROUP_THREADS) copy_tiles_tensor(map_a, map_b, full, empty);
+      return;
+    }
+#endif
+    copy_tiles(a, b, full, empty, threadIdx.x - GROUP_THREADS);
+  } else {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (ALTERNATING) {
+      multiply_tiles_alternating(c, full, empty RESIDUAL_ARGUMENT);
+      return;
+    }
+#endif
+    multiply_tiles(c, full, empty RESIDUAL_ARGUMENT);
+  }
+}
 #if __CUDA_ARCH__ >= 900 && IMAGE_K_BLOCKS > 1
 #define CLUSTER __cluster_dims__(1, 1, K_BLOCKS)
 #else
@@ -410,14 +682,18 @@ __device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF
 #endif
 #if defined(IMAGE_FAMILY_TILED_ADD)
 extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
-image(float* c, const HALF* __restrict__ a, const HALF* __restrict__ b, const float* r) {
+image(float* c, const HALF* __restrict__ a, const HALF* __restrict__ b, const float* r TENSOR_MAP_PARAMETERS) {
 #else
 extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
-image(float* __restrict__ c, const HALF* __restrict__ a, const HALF* __restrict__ b) {
+image(float* __restrict__ c, const HALF* __restrict__ a, const HALF* __restrict__ b TENSOR_MAP_PARAMETERS) {
 #endif
   await_previous_launch();
   if constexpr (K_BLOCKS > 1 && SPLIT == 1) {
     if (blockIdx.z > 0) return;  // no clusters: the first block takes the whole of K
+  }
+  if constexpr (WGMMA >= 2) {
+    product_specialized(c, a, b TENSOR_MAP_ARGUMENTS RESIDUAL_ARGUMENT);
+    return;
   }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (WGMMA == 1) {

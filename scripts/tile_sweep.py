@@ -1,6 +1,7 @@
 """Measure every product of the default model (1 and 8 sequences a step)
 with every tile that serves it, beside torch.matmul (cuBLAS) on the same
-operands, and record the fastest tile per shape in kernels/tiles.json.
+operands, and record the fastest tile per shape in kernels/tiles.json, with
+the shared memory a block may take on the device (its tiles fit it).
 
     python3 scripts/tile_sweep.py OUT_DIR [--write kernels/tiles.json]
 
@@ -33,10 +34,12 @@ from planner.model.config import DEFAULT
 from planner.runtime import driver
 from planner.runtime.cubin_info import kernel_info
 from planner.runtime.nvrtc import compile_image
+from planner.runtime.tensor_maps import launch_parameters
 from planner.schedule import build_plan
 
 REPEATS = 20
 BOUND = 1e-4
+ANY_SHARED = max(t.shared() for t in TILE_CANDIDATES)
 DTYPES = {"binary16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -53,9 +56,9 @@ def shapes(batches: list[int]) -> dict[str, tuple]:
     return out
 
 
-def candidates(shape: tuple) -> list[int]:
+def candidates(shape: tuple, shared_limit: int) -> list[int]:
     a_layout, b_layout, m, n, k, residual, half = shape
-    return [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k)]
+    return [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k, shared_limit)]
 
 
 def _compile(job: tuple) -> None:
@@ -65,8 +68,9 @@ def _compile(job: tuple) -> None:
 
 def precompile(all_shapes: list[tuple], arch: str) -> None:
     """Every candidate's cubin into the cache, on every core, before CUDA is
-    initialised in this process (the workers are forked)."""
-    jobs = [(shape, tile, arch) for shape in all_shapes for tile in candidates(shape)]
+    initialised in this process (the workers are forked), whatever shared
+    memory the device turns out to offer."""
+    jobs = [(shape, tile, arch) for shape in all_shapes for tile in candidates(shape, ANY_SHARED)]
     with ProcessPoolExecutor() as pool:
         list(pool.map(_compile, jobs))
     print(f"{len(jobs)} images compiled", flush=True)
@@ -89,6 +93,7 @@ def choose(shape: tuple, row: dict) -> int:
 
 
 def sweep_one(device, a_layout, b_layout, m, n, k, residual, half) -> dict:
+    """Every tile that serves the product within the device's shared memory, timed."""
     dtype = DTYPES[half]
     a = torch.randn((k, m) if a_layout == "c" else (m, k), device="cuda").to(dtype)
     b = torch.randn((k, n) if b_layout == "c" else (n, k), device="cuda").to(dtype)
@@ -97,12 +102,13 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half) -> dict:
     right = b if b_layout == "c" else b.t()           # k x n
     expected = left.double() @ right.double() + (r.double() if residual else 0)
     row = {"torch_us": torch_graph_us(lambda: torch.matmul(left, right), REPEATS), "tiles": {}}
-    for tile in candidates((a_layout, b_layout, m, n, k, residual, half)):
+    for tile in candidates((a_layout, b_layout, m, n, k, residual, half), device.shared_limit):
         img = tiled_image(a_layout, b_layout, m, n, k, residual, half, tile)
         c = torch.full((m, n), float("nan"), device="cuda")
         pointers = {"c": c.data_ptr(), "a": a.data_ptr(), "b": b.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
-        block = img.parameter_block(pointers, {})
-        kernel = driver.load_kernel(compile_image(img, device.arch), img.shared_bytes)
+        cubin = compile_image(img, device.arch)
+        block = launch_parameters(img, img.parameter_block(pointers, {}), cubin)
+        kernel = driver.load_kernel(cubin, img.shared_bytes)
         try:
             grid = img.grid({})
             driver.launch(kernel, grid, img.block, img.shared_bytes, block)
@@ -128,7 +134,7 @@ def main() -> int:
     products = shapes([int(b) for b in args.batches.split(",")])
     if args.measured:
         measured = json.loads(args.measured.read_text())
-        results, device_name = measured["shapes"], measured["device"]
+        results, device_name, shared_limit = measured["shapes"], measured["device"], measured["shared_limit"]
     else:
         precompile(list(products.values()), "sm_90")
         device = driver.open_device()
@@ -136,9 +142,10 @@ def main() -> int:
             raise SystemExit(f"the device is {device.arch}, not one of {ARCHS}")
         torch.cuda.init()
         results = {key: sweep_one(device, *shape) for key, shape in products.items()}
-        device_name = device.name
+        device_name, shared_limit = device.name, device.shared_limit
         driver.close_device(device)
-        (args.out / "tile-sweep.json").write_text(json.dumps({"device": device_name, "shapes": results}, indent=1))
+        (args.out / "tile-sweep.json").write_text(json.dumps({"device": device_name, "shared_limit": shared_limit,
+                                                              "shapes": results}, indent=1))
     choices = {}
     for key, row in results.items():
         tile = choose(products[key], row)
@@ -147,8 +154,8 @@ def main() -> int:
         print(f"{key:28s} tile {tile:2d} {best:7.1f} us  cuBLAS {row['torch_us']:7.1f} us  "
               f"ratio {row['torch_us'] / best:5.2f}  ({len(row['tiles'])} tiles)", flush=True)
     if args.write:
-        table = {"device": device_name, "method": " ".join(__doc__.split("\n\n")[2].split()),
-                 "choices": dict(sorted(choices.items()))}
+        table = {"device": device_name, "shared_limit": shared_limit,
+                 "method": " ".join(__doc__.split("\n\n")[2].split()), "choices": dict(sorted(choices.items()))}
         args.write.write_text(json.dumps(table, indent=1) + "\n")
     return 0
 

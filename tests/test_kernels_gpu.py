@@ -21,6 +21,7 @@ import pytest
 from planner.kernels.manifest import POINTER, READ, Image
 from planner.model.config import Shape
 from planner.runtime.reference import DTYPES, HALF, REFERENCES, float_to_half, half_to_float, reference
+from planner.runtime.tensor_maps import launch_parameters
 from tests.kernel_images import CASES
 
 pytestmark = pytest.mark.gpu
@@ -244,10 +245,12 @@ def test_kernel_matches_its_reference(device, table, shape, img, request):
             assert len(data) == extents[a.name], f"{a.name}: {len(data)} bytes against the extent {extents[a.name]}"
             bodies[a.name] = data
 
-    kernel = driver.load_kernel(compile_image(img, handle.arch), img.shared_bytes)
+    cubin = compile_image(img, handle.arch)
+    kernel = driver.load_kernel(cubin, img.shared_bytes)
     bases = {name: driver.allocate(len(body) + 2 * GUARD) for name, body in bodies.items()}
     try:
-        parameters = img.parameter_block({name: base + GUARD for name, base in bases.items()}, scalar_words)
+        parameters = launch_parameters(img, img.parameter_block({name: base + GUARD for name, base in bases.items()},
+                                                                scalar_words), cubin)
         first = run_once(driver, kernel, img, bases, bodies, parameters, scalar_words)
         second = run_once(driver, kernel, img, bases, bodies, parameters, scalar_words)
         seconds = driver.seconds_per_launch(kernel, img.grid(scalar_words), img.block, img.shared_bytes,

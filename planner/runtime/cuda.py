@@ -1,6 +1,7 @@
 """The plan on an NVIDIA GPU: one device allocation for the arena, the
 staging window in mapped pinned host memory, every image compiled and loaded
-once, every pointer slot relocated to the real allocations, submissions
+once, every pointer slot relocated to the real allocations (and the tensor
+maps of the products fed by tensor copies encoded from them), submissions
 issued on one stream (each as launches, or replayed as a CUDA graph built
 once from its launches).
 
@@ -20,6 +21,7 @@ from planner.kernels.manifest import dependent_launch
 from planner.runtime import driver
 from planner.runtime.driver import call
 from planner.runtime.nvrtc import compile_image
+from planner.runtime.tensor_maps import launch_parameters
 from planner.schedule.plan import Plan
 
 
@@ -48,17 +50,23 @@ class CudaDevice:
     def __init__(self, plan: Plan, gpu: driver.Device, graphs: bool = True,
                  cubin_hashes: dict[str, str] | None = None):
         self.plan, self.gpu, self.use_graphs = plan, gpu, graphs
+        greedy = [img for img in plan.images if img.shared_bytes > gpu.shared_limit]
+        if greedy:
+            raise NoDevice(f"image {greedy[0].name} takes {greedy[0].shared_bytes:,} bytes of shared memory a block; "
+                           f"the {gpu.name} offers {gpu.shared_limit:,} (the products' tiles were measured on "
+                           f"another card: kernels/tiles.json, scripts/tile_sweep.py)")
         free, total = call("cuMemGetInfo")
         if plan.window["arena"].bytes > free:
             raise NoDevice(f"the plan's arena needs {plan.window['arena'].bytes:,} bytes; the {gpu.name} has "
                            f"{free:,} free of {total:,}")
-        self.kernels = {}
+        self.kernels, cubins = {}, {}
         for img in plan.images:
             cubin = compile_image(img, gpu.arch)
             digest = hashlib.sha256(cubin).hexdigest()
             if cubin_hashes is not None and cubin_hashes.get(f"{img.name}@{gpu.arch}") != digest:
                 raise RuntimeError(f"image {img.name}: its {gpu.arch} cubin {digest[:16]} is not the certified one")
             self.kernels[img.name] = driver.load_kernel(cubin, img.shared_bytes)
+            cubins[img.name] = cubin
         arena, staging = plan.window["arena"], plan.window["staging"]
         self.arena = driver.allocate(arena.bytes)
         flags = 0x02 | 0x01   # CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE
@@ -68,8 +76,12 @@ class CudaDevice:
         self.bases = {"arena": self.arena, "staging": self.staging}
         self.stream = call("cuStreamCreate", 1)   # CU_STREAM_NON_BLOCKING
         self.dependent_launch = dependent_launch(gpu.arch)
-        # the parameter blocks, relocated once; kept alive for the graphs
-        self.blocks = [bytearray(l.parameter_block(plan.image[l.image], self.bases)) for l in plan.launches]
+        # the parameter blocks, relocated once (with the tensor maps encoded
+        # from them where an image takes any); kept alive for the graphs
+        self.blocks = [bytearray(launch_parameters(plan.image[l.image], l.parameter_block(plan.image[l.image],
+                                                                                         self.bases),
+                                                   cubins[l.image]))
+                       for l in plan.launches]
         self.buffers: dict[int, Any] = {}
         self.graphs: dict[int, _Graph] = {}
 

@@ -49,6 +49,7 @@ class Device:
     context: Any
     arch: str  # e.g. "sm_90"
     name: str
+    shared_limit: int  # the dynamic shared memory a block may opt in to
 
 
 def open_device(ordinal: int = 0) -> Device:
@@ -60,9 +61,10 @@ def open_device(ordinal: int = 0) -> Device:
     major = call("cuDeviceGetAttribute", attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle)
     minor = call("cuDeviceGetAttribute", attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle)
     name = call("cuDeviceGetName", 256, handle).split(b"\0")[0].decode()
+    shared = call("cuDeviceGetAttribute", attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, handle)
     context = call("cuDevicePrimaryCtxRetain", handle)
     call("cuCtxSetCurrent", context)
-    return Device(ordinal, handle, context, f"sm_{major}{minor}", name)
+    return Device(ordinal, handle, context, f"sm_{major}{minor}", name, shared)
 
 
 def close_device(device: Device) -> None:

@@ -1,0 +1,80 @@
+"""The tensor maps of the products fed by tensor copies: placed where the
+sm_90 cubin takes them, each over exactly its operand's extent (a map past
+it is refused), nothing appended where the cubin takes none (sm_86); and a
+plan whose images want more shared memory than the device offers is
+refused before anything is allocated."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import replace
+
+import pytest
+
+from planner.kernels import manifest
+from planner.kernels.manifest import HALF_BYTES, TILE_CANDIDATES, tensor_maps, tiled_image
+from planner.runtime.cubin_info import kernel_info
+from planner.runtime.nvrtc import compile_image
+from planner.runtime.tensor_maps import MAP_BYTES, launch_parameters
+
+FED = next(i for i, t in enumerate(TILE_CANDIDATES) if t.wgmma >= 2)
+
+
+def fake_encoder(spec, address):
+    """The map's fields as words, so that a test can read back what was encoded."""
+    return struct.pack("<5Q", address, spec.inner, spec.outer, spec.box_inner, spec.box_outer).ljust(MAP_BYTES, b"\0")
+
+
+@pytest.mark.parametrize("layouts", [("r", "r"), ("r", "c"), ("c", "c")])
+def test_the_maps_follow_the_block_where_the_cubin_takes_them(layouts):
+    img = tiled_image(*layouts, 256, 256, 512, True, "binary16", FED)
+    addresses = {"c": 0x10000, "a": 0x20000, "b": 0x40000, "r": 0x80000}
+    block = img.parameter_block(addresses, {})
+    cubin = compile_image(img, "sm_90")
+    out = launch_parameters(img, block, cubin, fake_encoder)
+    taken = kernel_info(cubin).parameters[len(img.arguments):]
+    assert len(out) == kernel_info(cubin).parameter_bytes and out[:len(block)] == block
+    extents = img.extents({})
+    for spec, parameter in zip(tensor_maps(img), taken, strict=True):
+        address, inner, outer, _, _ = struct.unpack_from("<5Q", out, parameter.offset)
+        assert address == addresses[spec.argument]
+        assert inner * outer * HALF_BYTES == extents[spec.argument]
+
+
+def test_a_card_without_tensor_copies_takes_the_block_alone():
+    img = tiled_image("r", "c", 256, 256, 512, False, "binary16", FED)
+    block = img.parameter_block({"c": 1 << 16, "a": 2 << 16, "b": 3 << 16}, {})
+    assert launch_parameters(img, block, compile_image(img, "sm_86"), fake_encoder) == block
+
+
+def test_a_map_past_its_operand_is_refused(monkeypatch):
+    img = tiled_image("r", "r", 256, 256, 512, False, "binary16", FED)
+    wider = tuple(replace(s, outer=s.outer + 64) if s.argument == "b" else s for s in tensor_maps(img))
+    monkeypatch.setattr("planner.runtime.tensor_maps.tensor_maps", lambda i: wider)
+    block = img.parameter_block({"c": 1 << 16, "a": 2 << 16, "b": 3 << 16}, {})
+    with pytest.raises(ValueError, match="tensor map over b is not its extent"):
+        launch_parameters(img, block, compile_image(img, "sm_90"), fake_encoder)
+
+
+def test_tiles_fit_the_shared_memory_of_the_card_they_were_measured_on():
+    big = next(t for t in TILE_CANDIDATES if t.shared() > manifest.SHARED_LIMIT)
+    assert manifest.shared_limit_of_tiles() >= big.shared()  # the H200's table
+    assert manifest.tile_serves(big, 1024, 1024, 1024)
+    assert not manifest.tile_serves(big, 1024, 1024, 1024, manifest.SHARED_LIMIT)
+
+
+def test_a_device_with_less_shared_memory_is_refused_first(monkeypatch):
+    from planner.model.config import DEFAULT
+    from planner.runtime import cuda
+    from planner.runtime.driver import Device
+    from planner.schedule import build_plan
+
+    plan = build_plan(DEFAULT)
+    most = max(img.shared_bytes for img in plan.images)
+    called = []
+    monkeypatch.setattr(cuda, "call", lambda *args: called.append(args))
+    card = Device(0, None, None, "sm_86", "a smaller card", manifest.SHARED_LIMIT)
+    assert most > card.shared_limit
+    with pytest.raises(cuda.NoDevice, match="the a smaller card offers 101,376"):
+        cuda.CudaDevice(plan, card)
+    assert not called
