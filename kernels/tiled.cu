@@ -548,6 +548,19 @@ __device__ __forceinline__ void multiply_tiles(float* c, unsigned long long* ful
   int it = 0;
   for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
     const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
+    const int row0 = block_m + warpgroup * 64 + warp * 16 + (lane >> 2), column0 = block_n + 2 * (lane & 3);
+#if defined(IMAGE_FAMILY_TILED_ADD)
+    // the thread's R, read before the tile's products so that the loads land
+    // while they run (each element by the thread that stores C there: c may
+    // be r)
+    float2 residual[BLOCK_N / 8][2];
+#pragma unroll
+    for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+      for (int half_row = 0; half_row < 2; ++half_row)
+        residual[j][half_row] =
+            *reinterpret_cast<const float2*>(r + static_cast<size_t>(row0 + 8 * half_row) * N + column0 + 8 * j);
+#endif
     float d[BLOCK_N / 2];
 #pragma unroll
     for (int i = 0; i < BLOCK_N / 2; ++i) d[i] = 0.0f;
@@ -563,8 +576,20 @@ __device__ __forceinline__ void multiply_tiles(float* c, unsigned long long* ful
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     if (lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
-    store_warpgroup(c, d, block_m + warpgroup * 64 + warp * 16 + (lane >> 2), block_n + 2 * (lane & 3)
-                    RESIDUAL_ARGUMENT);
+#if defined(IMAGE_FAMILY_TILED_ADD)
+#pragma unroll
+    for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+      for (int half_row = 0; half_row < 2; ++half_row) {
+        float v0 = d[4 * j + 2 * half_row], v1 = d[4 * j + 2 * half_row + 1];
+        v0 += residual[j][half_row].x;
+        v1 += residual[j][half_row].y;
+        *reinterpret_cast<float2*>(c + static_cast<size_t>(row0 + 8 * half_row) * N + column0 + 8 * j) =
+            make_float2(v0, v1);
+      }
+#else
+    store_warpgroup(c, d, row0, column0);
+#endif
   }
 }
 // WGMMA 3: each multiplying warpgroup takes every other tile of the block's
