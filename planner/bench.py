@@ -281,7 +281,11 @@ def run(args: argparse.Namespace) -> int:
         config = replace(base, shape=replace(base.shape, batch=batch))
         plan = build_plan(config)
         certificate = demand_certificate(plan)
-        ours, ours_events, losses, parameters, kernels = plan_step_ms(plan, gpu, certificate.cubins or None)
+        try:
+            ours, ours_events, losses, parameters, kernels = plan_step_ms(plan, gpu, certificate.cubins or None)
+        except NoDevice as error:
+            print(f"planner bench: {error}", file=sys.stderr)
+            return 2
         row = {"batch": batch, "tokens": config.shape.tokens, "plan_ms": ours, "plan_events_ms": ours_events,
                "plan_losses": losses[:3],
                "kernels": {name: {"launches": n, "us": us, "floor_us": floor} for name, (n, us, floor) in kernels.items()}}

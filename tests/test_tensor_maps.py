@@ -78,3 +78,16 @@ def test_a_device_with_less_shared_memory_is_refused_first(monkeypatch):
     with pytest.raises(cuda.NoDevice, match="the a smaller card offers 101,376"):
         cuda.CudaDevice(plan, card)
     assert not called
+
+
+def test_bench_refuses_a_smaller_card_in_one_line(monkeypatch, capsys):
+    from planner import cli
+    from planner.runtime import cuda
+    from planner.runtime.driver import Device
+
+    monkeypatch.setattr(cuda, "open_gpu", lambda: Device(0, None, None, "sm_86", "a smaller card",
+                                                           manifest.SHARED_LIMIT))
+    monkeypatch.setattr(cuda, "call", lambda *args: pytest.fail(f"the driver was called: {args[0]}"))
+    assert cli.main(["bench", "--batches", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("planner bench: image tiled-") and "offers 101,376" in err[0]
