@@ -477,11 +477,11 @@ __device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF
   store_warps(c, accumulator, block_m + warp_m + (lane >> 2), block_n + warp_n + 2 * (lane & 3) RESIDUAL_ARGUMENT);
 }
 
-// The copying warpgroup's walk where there are no tensor copies, by cp.async
-// (thread: its index in the warpgroup): a stage is refilled once the
+// The copying warpgroup's walk: fill(stage, its full mbarrier, block_m,
+// block_n, k0) brings a step's operands; a stage is refilled once the
 // multiplying warps have released it.
-__device__ __forceinline__ void copy_tiles(const HALF* a, const HALF* b, unsigned long long* full,
-                                           unsigned long long* empty, int thread) {
+template <typename Fill>
+__device__ __forceinline__ void copy_tiles(unsigned long long* full, unsigned long long* empty, Fill fill) {
   extern __shared__ __align__(1024) HALF shared[];
   int it = 0;  // the steps walked so far, over every tile
   for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
@@ -489,13 +489,9 @@ __device__ __forceinline__ void copy_tiles(const HALF* a, const HALF* b, unsigne
     for (int step = 0; step < STEPS; ++step, ++it) {
       const int s = it % STAGES;
       if (it >= STAGES) barrier_wait(&empty[s], (it / STAGES - 1) & 1);
-      HALF* const stage = shared + s * STAGE_HALVES;
-      OperandA::copy<WARPGROUP_THREADS>(stage, a, block_m, step * BLOCK_K, thread);
-      OperandB::copy<WARPGROUP_THREADS>(stage + OperandA::HALVES, b, block_n, step * BLOCK_K, thread);
-      barrier_arrive_on_copies(&full[s]);
+      fill(shared + s * STAGE_HALVES, &full[s], block_m, block_n, step * BLOCK_K);
     }
   }
-  copy_wait_all();  // no copy outlives its thread
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -515,26 +511,6 @@ __device__ __forceinline__ void tensor_copy(HALF* stage, const TensorMap* map, i
   }
 }
 
-// The copying warpgroup's walk by tensor copies: its first thread arms each
-// stage's full mbarrier with the stage's bytes and issues the copies.
-__device__ __forceinline__ void copy_tiles_tensor(const TensorMap* map_a, const TensorMap* map_b,
-                                                  unsigned long long* full, unsigned long long* empty) {
-  extern __shared__ __align__(1024) HALF shared[];
-  int it = 0;
-  for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
-    const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
-    for (int step = 0; step < STEPS; ++step, ++it) {
-      const int s = it % STAGES;
-      if (it >= STAGES) barrier_wait(&empty[s], (it / STAGES - 1) & 1);
-      HALF* const stage = shared + s * STAGE_HALVES;
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(&full[s])),
-                   "r"(STAGE_HALVES * 2)
-                   : "memory");
-      tensor_copy<A_COLUMNS, BLOCK_M>(stage, map_a, block_m, step * BLOCK_K, &full[s]);
-      tensor_copy<B_COLUMNS, BLOCK_N>(stage + OperandA::HALVES, map_b, block_n, step * BLOCK_K, &full[s]);
-    }
-  }
-}
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -685,11 +661,28 @@ __device__ __forceinline__ void product_specialized(float* c, const HALF* a, con
   if (threadIdx.x >= GROUP_THREADS) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (TENSOR_COPIES) {
-      if (threadIdx.x == GROUP_THREADS) copy_tiles_tensor(map_a, map_b, full, empty);
+      // the first thread arms each stage's full mbarrier with the stage's
+      // bytes and issues its tensor copies
+      if (threadIdx.x == GROUP_THREADS) {
+        copy_tiles(full, empty, [&](HALF* stage, unsigned long long* full_stage, int block_m, int block_n, int k0) {
+          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(full_stage)),
+                       "r"(STAGE_HALVES * 2)
+                       : "memory");
+          tensor_copy<A_COLUMNS, BLOCK_M>(stage, map_a, block_m, k0, full_stage);
+          tensor_copy<B_COLUMNS, BLOCK_N>(stage + OperandA::HALVES, map_b, block_n, k0, full_stage);
+        });
+      }
       return;
     }
 #endif
-    copy_tiles(a, b, full, empty, threadIdx.x - GROUP_THREADS);
+    // every thread's cp.async copies arrive on the full mbarrier as they land
+    const int thread = threadIdx.x - GROUP_THREADS;
+    copy_tiles(full, empty, [&](HALF* stage, unsigned long long* full_stage, int block_m, int block_n, int k0) {
+      OperandA::copy<WARPGROUP_THREADS>(stage, a, block_m, k0, thread);
+      OperandB::copy<WARPGROUP_THREADS>(stage + OperandA::HALVES, b, block_n, k0, thread);
+      barrier_arrive_on_copies(full_stage);
+    });
+    copy_wait_all();  // no copy outlives its thread
   } else {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (ALTERNATING) {
