@@ -130,13 +130,6 @@ __device__ __forceinline__ void to_fragments(unsigned (&a)[4][4], const float (&
   }
 }
 
-__device__ __forceinline__ void clear(float (&acc)[8][4]) {
-#pragma unroll
-  for (int n = 0; n < 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
-}
-
 // the sum of a row's values across the quad of lanes that holds it (every lane
 // of the quad gets the same bits)
 __device__ __forceinline__ float quad_sum(float v) {

@@ -123,6 +123,14 @@ __device__ __forceinline__ bool meet_groups(float (&values)[VALUES], float* part
   return true;
 }
 
+// every element of a binary32 array, of any rank, set to zero
+__device__ __forceinline__ void clear(float& x) { x = 0.0f; }
+template <typename T, int N>
+__device__ __forceinline__ void clear(T (&values)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) clear(values[i]);
+}
+
 // values += theirs: the merge of sums
 template <int VALUES>
 __device__ __forceinline__ void add_values(float (&values)[VALUES], const float (&theirs)[VALUES]) {

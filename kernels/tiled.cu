@@ -355,8 +355,7 @@ __device__ __forceinline__ void product_async(float* c, const HALF* a, const HAL
   };
 
   float d[BLOCK_N / 2];
-#pragma unroll
-  for (int i = 0; i < BLOCK_N / 2; ++i) d[i] = 0.0f;
+  clear(d);
 
 #pragma unroll
   for (int step = 0; step < STAGES - 2; ++step) {
@@ -442,12 +441,7 @@ __device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF
   };
 
   float accumulator[TILES_M][TILES_N][4];
-#pragma unroll
-  for (int i = 0; i < TILES_M; ++i)
-#pragma unroll
-    for (int j = 0; j < TILES_N; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) accumulator[i][j][e] = 0.0f;
+  clear(accumulator);
 
 #pragma unroll
   for (int step = 0; step < STAGES - 1; ++step) {
@@ -538,8 +532,7 @@ __device__ __forceinline__ void multiply_tiles(float* c, unsigned long long* ful
             *reinterpret_cast<const float2*>(r + static_cast<size_t>(row0 + 8 * half_row) * N + column0 + 8 * j);
 #endif
     float d[BLOCK_N / 2];
-#pragma unroll
-    for (int i = 0; i < BLOCK_N / 2; ++i) d[i] = 0.0f;
+    clear(d);
     for (int step = 0; step < STEPS; ++step, ++it) {
       const int s = it % STAGES;
       barrier_wait(&full[s], (it / STAGES) & 1);
@@ -583,10 +576,7 @@ __device__ __forceinline__ void multiply_tiles_alternating(float* c, unsigned lo
     const int tile = blockIdx.x + j * gridDim.x;
     const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
     float d[HALVES][BLOCK_N / 2];
-#pragma unroll
-    for (int h = 0; h < HALVES; ++h)
-#pragma unroll
-      for (int i = 0; i < BLOCK_N / 2; ++i) d[h][i] = 0.0f;
+    clear(d);
     if (j > 0) asm volatile("bar.sync %0, 256;" ::"r"(2 + warpgroup) : "memory");
     for (int step = 0; step < STEPS; ++step) {
       const int it = j * STEPS + step, s = it % STAGES;
@@ -622,12 +612,7 @@ __device__ __forceinline__ void multiply_tiles(float* c, unsigned long long* ful
   for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
     const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
     float accumulator[TILES_M][TILES_N][4];
-#pragma unroll
-    for (int i = 0; i < TILES_M; ++i)
-#pragma unroll
-      for (int j = 0; j < TILES_N; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) accumulator[i][j][e] = 0.0f;
+    clear(accumulator);
     for (int step = 0; step < STEPS; ++step, ++it) {
       const int s = it % STAGES;
       barrier_wait(&full[s], (it / STAGES) & 1);

@@ -224,7 +224,8 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
             img = attention(family, b, t, h, kv, half)
             kernel = driver.load_kernel(compile_image(img, gpu.arch), img.shared_bytes)
             kernels.append(kernel)
-            launches.append((kernel, img.grid({}), img.block, img.shared_bytes, img.parameter_block(addresses, img.words(scalars))))
+            parameters = img.parameter_block(addresses, img.words(scalars))
+            launches.append((kernel, img.grid({}), img.block, img.shared_bytes, parameters))
         for launch in launches:
             driver.launch(*launch)
         driver.synchronize()

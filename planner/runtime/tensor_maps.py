@@ -51,7 +51,8 @@ def launch_parameters(img: Image, block: bytes, cubin: bytes, encoder=encode) ->
     out = bytearray(taken[-1].offset + MAP_BYTES)
     out[:len(block)] = block
     for spec, parameter in zip(specs, taken):
-        if img.argument(spec.argument).kind != POINTER or spec.inner * spec.outer * HALF_BYTES != extents[spec.argument]:
+        covered = spec.inner * spec.outer * HALF_BYTES
+        if img.argument(spec.argument).kind != POINTER or covered != extents[spec.argument]:
             raise ValueError(f"image {img.name}: the tensor map over {spec.argument} is not its extent")
         (address,) = struct.unpack_from("<Q", block, img.offset(spec.argument))
         out[parameter.offset:parameter.offset + MAP_BYTES] = encoder(spec, address)
