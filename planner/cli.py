@@ -108,7 +108,7 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="derive the plan and summarise it, or export it as JSON",
                        description="Derive the plan from the configuration; summarise it or write it as JSON.")
     _add_plan_source(p)
-    p.add_argument("--json", action="store_true", help="write the whole plan as JSON (schema planner-plan/1)")
+    p.add_argument("--json", action="store_true", help="write the whole plan as JSON (schema planner-plan/2)")
     p.set_defaults(run=cmd_plan)
     for name, (module, add, run, text) in COMMANDS.items():
         m = __import__(module, fromlist=[add, run])

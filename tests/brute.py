@@ -65,14 +65,19 @@ class Run:
                 for a in step.after:
                     start |= done[a]
                 seen = start
-                for index in plan.submissions[step.submission].launches():
+                upto: dict[int, int] = {}   # launch -> it and what happens before it
+                for index, after in plan.submissions[step.submission].waits():
                     launch = plan.launches[index]
                     me = node
                     node += 1
-                    self.ancestors.append(seen)
+                    mask = start
+                    for a in after:
+                        mask |= upto[a]
+                    self.ancestors.append(mask)
                     for acc in launch.accesses:
                         self.events.append(Ev(me, p, index, acc, _smallest(allowed(plan, launch.phase), acc)))
-                    seen |= 1 << me
+                    upto[index] = mask | 1 << me
+                    seen |= upto[index]
                 done[p] = seen
         self.nodes = node
 

@@ -58,15 +58,13 @@ class Builder:
                                     launch_accesses(img, slots)))
         return index
 
-    def submission(self, launches: list[int]) -> int:
-        ranges: list[list[int]] = []
-        for i in launches:
-            if ranges and ranges[-1][0] + ranges[-1][1] == i:
-                ranges[-1][1] += 1
-            else:
-                ranges.append([i, 1])
-        self.submissions.append(Submission(len(self.submissions), tuple(map(tuple, ranges)),
-                                           len(self.submissions)))
+    def submission(self, launches: list[int], after: list[tuple[int, ...]] | None = None) -> int:
+        """Launches issued together, each after the one before it unless
+        `after` says what each waits for."""
+        if after is None:
+            after = [tuple(launches[k - 1:k]) for k in range(len(launches))]
+        self.submissions.append(Submission(len(self.submissions), _ranges(launches), len(self.submissions),
+                                           tuple(map(tuple, after))))
         return len(self.submissions) - 1
 
     def submit(self, submission: int, after: tuple[int, ...] = ()) -> int:
@@ -266,16 +264,24 @@ def without_step(plan: Plan, position: int) -> Plan:
     return replace(plan, run=tuple(run))
 
 
+def _ranges(launches: list[int]) -> tuple[tuple[int, int], ...]:
+    ranges: list[list[int]] = []
+    for i in launches:
+        if ranges and ranges[-1][0] + ranges[-1][1] == i:
+            ranges[-1][1] += 1
+        else:
+            ranges.append([i, 1])
+    return tuple(map(tuple, ranges))
+
+
 def drop_launch(plan: Plan, index: int) -> Plan:
-    """Every submission stops issuing launch `index`."""
+    """Every submission stops issuing launch `index`; what waited for it
+    waits for what it waited for."""
     subs = []
     for s in plan.submissions:
-        kept = [i for i in s.launches() if i != index]
-        ranges: list[list[int]] = []
-        for i in kept:
-            if ranges and ranges[-1][0] + ranges[-1][1] == i:
-                ranges[-1][1] += 1
-            else:
-                ranges.append([i, 1])
-        subs.append(replace(s, ranges=tuple(map(tuple, ranges))))
+        waits = dict(s.waits())
+        dropped = waits.pop(index, ())
+        after = tuple(tuple(sorted(set(a for w in ws for a in ((w,) if w != index else dropped))))
+                      for ws in waits.values())
+        subs.append(replace(s, ranges=_ranges(list(waits)), after=after))
     return replace(plan, submissions=tuple(subs))

@@ -53,9 +53,16 @@ def plans(draw) -> Plan:
                 "scatter": ["gradient", "dy", "ids"]}[family]
         phase = draw(st.sampled_from(phases))
         launches.append(b.launch(family, phase, draw(st.integers(1, 8)), **{a: pointer(phase) for a in args}))
-    submissions = [b.submission(sorted(draw(st.lists(st.sampled_from(launches), min_size=1, max_size=3,
-                                                     unique=True))))
-                   for _ in range(draw(st.integers(1, 3)))]
+    def submission() -> int:
+        issued = sorted(draw(st.lists(st.sampled_from(launches), min_size=1, max_size=3, unique=True)))
+        if draw(st.booleans()):
+            return b.submission(issued)    # one after another
+        # each launch after any of those issued before it, or beside them
+        return b.submission(issued, [tuple(sorted(draw(st.lists(st.sampled_from(issued[:k]), max_size=2,
+                                                                unique=True)))) if k else ()
+                                     for k in range(len(issued))])
+
+    submissions = [submission() for _ in range(draw(st.integers(1, 3)))]
     submitted: list[int] = []
     for _ in range(draw(st.integers(1, 7))):
         kind = draw(st.sampled_from(["submit", "submit", "wait", "write", "read"]))

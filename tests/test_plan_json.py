@@ -62,6 +62,22 @@ def test_stated_accesses_must_be_the_manifests(small_json):
     _refused(data, "$.launches[5].accesses")
 
 
+def test_a_launch_waits_only_for_launches_issued_before_it(small_json):
+    update = small_json["notes"]["submissions"]["update"][0]
+    s = small_json["submissions"][update]
+    first, count = s["ranges"][0]
+    later = next(k for k, a in enumerate(s["after"]) if a)
+    for after, problem in (([first + count - 1], "is not issued by this submission before"),
+                           ([10 ** 6], "is not issued by this submission before"),
+                           (s["after"][later] * 2, "names a launch twice")):
+        data = copy.deepcopy(small_json)
+        data["submissions"][update]["after"][later] = after
+        assert problem in str(_refused(data, f"$.submissions[{update}].after[{later}]"))
+    data = copy.deepcopy(small_json)
+    data["submissions"][update]["after"].pop()
+    assert "entries for" in str(_refused(data, f"$.submissions[{update}].after"))
+
+
 def test_sizes_are_bounded_before_arithmetic(small_json):
     data = copy.deepcopy(small_json)
     data["planes"][0]["bytes"] = 10 ** 400
@@ -72,7 +88,7 @@ def test_sizes_are_bounded_before_arithmetic(small_json):
 
 
 def test_truncated_and_malformed_text():
-    for text in ("", "{", "[1, 2", '{"schema": "planner-plan/1"}', "null", "[" * 100000):
+    for text in ("", "{", "[1, 2", '{"schema": "planner-plan/2"}', "null", "[" * 100000):
         with pytest.raises(PlanError):
             loads(text)
 

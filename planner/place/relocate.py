@@ -16,6 +16,7 @@ from dataclasses import replace
 from planner.place.liveness import Liveness, Site, Tensor, host_site
 from planner.place.phases import stretches
 from planner.schedule.arena import align
+from planner.schedule.order import ordered
 from planner.schedule.plan import (Access, Address, HOST_READ, HOST_WRITE, Launch, Plan, Plane, Step, Window,
                                    check_consistent, launch_accesses)
 
@@ -86,6 +87,6 @@ def relocate(lv: Liveness, window: str, offsets: dict[str, int], notes: dict) ->
     launches = [replace(launch, phase=of_launch[launch.index]) for launch in launches]
     placement = dict(notes, planes={t.name: [list(s) for s in t.sites] for t in moved})
     placed = Plan(plan.config, windows, tuple(planes), globals_, phases, plan.images, tuple(launches),
-                  plan.submissions, _moved_run(plan, shift), LAYOUT, dict(plan.notes, placement=placement))
+                  ordered(plan.submissions, launches), _moved_run(plan, shift), LAYOUT, dict(plan.notes, placement=placement))
     check_consistent(placed)
     return placed

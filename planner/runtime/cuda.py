@@ -2,8 +2,8 @@
 staging window in mapped pinned host memory, every image compiled and loaded
 once, every pointer slot relocated to the real allocations (and the tensor
 maps of the products fed by tensor copies encoded from them), submissions
-issued on one stream (each as launches, or replayed as a CUDA graph built
-once from its launches).
+issued on one stream (each as launches one after another, or replayed as a
+CUDA graph built once from its launches and what each waits for).
 
 The certificate is demanded before anything is allocated: a plan whose
 digest it does not hold is refused, and so is a cubin whose SHA-256 it does
@@ -172,19 +172,19 @@ class CudaDevice:
         return p
 
     def _build_graph(self, submission: int) -> _Graph:
-        """The submission's launches as one graph, each node after the one
-        before it (the submission's program order), instantiated once. From
-        sm_90 on the edges are programmatic: a launch may start while the one
-        before it drains, and its image waits for it before touching memory
-        (the certificate holds every sm_90 image to that)."""
+        """The submission's launches as one graph, instantiated once: each
+        node after the launches its submission says it waits for, so the
+        launches nothing orders run side by side. From sm_90 on the edges
+        are programmatic: a launch may start while those before it drain,
+        and its image waits for them before touching memory (the
+        certificate holds every sm_90 image to that)."""
         graph = call("cuGraphCreate", 0)
         g = _Graph(graph, None, {})
-        previous = None
-        for index in self.plan.submissions[submission].launches():
+        for index, after in self.plan.submissions[submission].waits():
             node = call("cuGraphAddKernelNode", graph, [], 0, self._node_params(g, index))
-            if previous is not None:
-                self._link(graph, previous, node)
-            g.nodes[index] = previous = node
+            for a in after:
+                self._link(graph, g.nodes[a], node)
+            g.nodes[index] = node
         g.exec = call("cuGraphInstantiate", graph, 0)
         self.graphs[submission] = g
         return g

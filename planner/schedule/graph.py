@@ -1,22 +1,26 @@
 """The plan's run as a graph of what happens before what.
 
 Nodes are the host's steps and, for every submit step, one instance of its
-submission: a start marker (the device begins it), its launches in program
+submission: a start marker (the device begins it), its launches in issue
 order, and a done marker (its semaphore is released). Edges:
 
   host order     each host step after the one before it
   issue          a submit step -> its instance's start
   semaphore      the done marker of every submit step in `after` -> start
-  program order  start -> first launch -> ... -> last launch -> done
+  program order  start -> each launch that waits for none of its
+                 submission; each launch the submission says a launch
+                 waits for -> that launch; each launch nothing waits for
+                 -> done
   wait           the done marker of the awaited submit step -> the wait step
 
 Node ids are given in run order (the host's steps in turn, each submit step
 followed by its instance), and every edge goes from a smaller id to a larger
 one, so the ids are a topological order and the id doubles as the node's
 time in the run. Each node lies on one chain, a path totally ordered by
-order: chain 0 is the host; an instance continues the chain of an instance
-it waits on by semaphore when nothing else has continued that chain yet,
-and starts a new chain otherwise (a stream). Happens-before for any two
+order: chain 0 is the host; a device node continues the chain of its first
+predecessor that still ends one (an instance the stream of the instance it
+waits on by semaphore, a launch that of a launch it waits for), and starts
+a new chain otherwise (launches side by side). Happens-before for any two
 nodes then comes from one vector clock per chain, computed in a single pass
 in id order (`HappensBefore`); networkx holds the structure and finds the
 path a report prints.
@@ -66,8 +70,7 @@ class RunGraph:
         self.step_node: dict[int, int] = {}               # run position -> its host node
         graph = nx.DiGraph()
         edges: list[tuple[int, int, str]] = []
-        chains = 1
-        tails: dict[int, int] = {}   # chain -> its last node so far
+        chains = _Chains(self.nodes)
         for position, step in enumerate(plan.run):
             here = self._add(graph, Node(STEP, position, -1, HOST_CHAIN, position),
                              (host_access(step),) if step.kind in (HOST_WRITE, HOST_READ) else ())
@@ -76,38 +79,33 @@ class RunGraph:
                 edges.append((self.step_node[position - 1], here, HOST_ORDER))
             if step.kind == WAIT:
                 edges.append((self.instances[step.after[0]][1], here, AWAIT))
-            elif step.kind == SUBMIT:
-                chain, pos = self._stream(step.after, tails)
-                if chain is None:
-                    chain, chains, pos = chains, chains + 1, 0
-                start = self._add(graph, Node(START, position, -1, chain, pos), ())
-                edges.append((here, start, ISSUE))
-                edges.extend((self.instances[a][1], start, SEMAPHORE) for a in step.after)
-                last = start
-                for k, index in enumerate(plan.submissions[step.submission].launches(), 1):
-                    node = self._add(graph, Node(LAUNCH, position, index, chain, pos + k),
-                                     plan.launches[index].accesses)
-                    edges.append((last, node, PROGRAM_ORDER))
-                    last = node
-                done = self._add(graph, Node(DONE, position, -1, chain, self.nodes[last].pos + 1), ())
-                edges.append((last, done, PROGRAM_ORDER))
-                self.instances[position] = (start, done)
-                tails[chain] = done
+            if step.kind != SUBMIT:
+                continue
+            awaited = [self.instances[a][1] for a in step.after]
+            chains.begin(awaited)
+
+            def add(kind: str, preds: list[int], why: str, index: int = -1, accesses: tuple[Access, ...] = ()) -> int:
+                chain, pos = chains.place(preds)
+                node = self._add(graph, Node(kind, position, index, chain, pos), accesses)
+                edges.extend((p, node, why) for p in preds)
+                return node
+
+            start = add(START, awaited, SEMAPHORE)
+            edges.append((here, start, ISSUE))
+            node_of: dict[int, int] = {}
+            followed: set[int] = set()
+            for index, after in plan.submissions[step.submission].waits():
+                preds = [node_of[a] for a in after] or [start]
+                node_of[index] = add(LAUNCH, preds, PROGRAM_ORDER, index, plan.launches[index].accesses)
+                followed.update(preds)
+            done = add(DONE, [n for n in node_of.values() if n not in followed] or [start], PROGRAM_ORDER)
+            chains.end(done)
+            self.instances[position] = (start, done)
         graph.add_edges_from((u, v, {"why": why}) for u, v, why in edges)
         # Ids are a topological order: the happens-before pass relies on it.
         assert all(u < v for u, v, _ in edges)
         self.graph = graph
-        self.chains = chains
-
-    def _stream(self, after: tuple[int, ...], tails: dict[int, int]) -> tuple[int | None, int]:
-        """The chain an instance continues (and its first position there):
-        that of an awaited instance whose done marker still ends its chain."""
-        for a in after:
-            done = self.instances[a][1]
-            chain = self.nodes[done].chain
-            if tails[chain] == done:
-                return chain, self.nodes[done].pos + 1
-        return None, 0
+        self.chains = chains.count
 
     def _add(self, graph: nx.DiGraph, node: Node, accesses: tuple[Access, ...]) -> int:
         n = len(self.nodes)
@@ -151,6 +149,59 @@ class RunGraph:
         if nx.has_path(self.graph, a, b):
             return nx.shortest_path(self.graph, a, b), True
         return nx.shortest_path(self.graph.to_undirected(as_view=True), a, b), False
+
+
+class _Chains:
+    """Puts each device node on a chain whose last node happens before it:
+    that of its first predecessor still ending one, else any chain whose
+    last node it follows, else a new one. Reusing chains keeps their number
+    to about the launches that run side by side, not all there ever were.
+
+    Within an instance, what a node follows is known exactly (a bit set of
+    the instance's nodes before it). Before its start, a chain's last node
+    is known to happen before the start only for the chains an awaited done
+    marker closed (every node of an instance happens before its done
+    marker), if nothing has been added to them since."""
+
+    def __init__(self, nodes: list[Node]):
+        self.nodes = nodes
+        self.tails: dict[int, int] = {}                 # device chain -> its last node
+        self.closed: dict[int, dict[int, int]] = {}     # done marker -> {chain: its last node then}
+
+    @property
+    def count(self) -> int:
+        return len(self.tails) + 1                      # and the host's
+
+    def begin(self, awaited: list[int]) -> None:
+        self.pool = {c: t for d in awaited for c, t in self.closed.get(d, {}).items() if self.tails[c] == t}
+        self.base = len(self.nodes)                     # the start marker's id
+        self.follows: list[int] = []                    # per node of the instance: its ancestors there
+
+    def place(self, preds: list[int]) -> tuple[int, int]:
+        follows = 0
+        for p in preds:
+            if p >= self.base:
+                follows |= self.follows[p - self.base] | 1 << (p - self.base)
+        self.follows.append(follows)
+        chain = next((self.nodes[p].chain for p in preds
+                      if self.nodes[p].chain != HOST_CHAIN and self.tails[self.nodes[p].chain] == p), None)
+        if chain is None:
+            chain = next((c for c in sorted(self.pool) if self._follows(follows, c)), None)
+        if chain is None:
+            chain = len(self.tails) + 1
+        pos = self.nodes[self.tails[chain]].pos + 1 if chain in self.tails else 0
+        self.tails[chain] = len(self.nodes)
+        self.pool[chain] = -1                           # in use by this instance
+        return chain, pos
+
+    def _follows(self, follows: int, chain: int) -> bool:
+        tail = self.tails[chain]
+        if tail >= self.base:
+            return bool(follows >> (tail - self.base) & 1)
+        return self.pool[chain] == tail
+
+    def end(self, done: int) -> None:
+        self.closed[done] = {c: self.tails[c] for c in self.pool}
 
 
 class HappensBefore:

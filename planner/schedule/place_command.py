@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="configuration JSON (default: the embedded default)")
     p.add_argument("--load", metavar="FILE", help="place a plan file ('-' for standard input) instead")
     p.add_argument("--out", metavar="FILE",
-                   help="write the placed plan (JSON, planner-plan/1; '-' for standard output)")
+                   help="write the placed plan (JSON, planner-plan/2; '-' for standard output)")
     p.add_argument("--budget", metavar="SECONDS", type=float, default=BUDGET_S,
                    help=f"time for the optimising search (default {BUDGET_S:g}; it stops at LOAD)")
     p.add_argument("--table", action="store_true",

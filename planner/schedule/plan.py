@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 from planner.kernels.manifest import (POINTER, READ, READ_WRITE, WRITE, Image, ImageError, image)
 
-SCHEMA = "planner-plan/1"
+SCHEMA = "planner-plan/2"
 DEVICE, HOST_MAPPED = "device", "host-mapped"
 # Sizes, offsets and counts in a plan file are bounded before any arithmetic.
 MAX_BYTES = 1 << 48
@@ -122,16 +122,27 @@ class Launch:
 
 @dataclass(frozen=True)
 class Submission:
-    """Ranges of the launch order issued together, and the semaphore the
-    device releases when the last of them completes."""
+    """Ranges of the launch order issued together, what each of those
+    launches waits for, and the semaphore the device releases when all of
+    them have completed.
+
+    `after[k]` names the launches of this submission (each issued before
+    it) that the k-th launch starts after; a launch with none starts when
+    the submission does. Launches ordered by no chain of these run side by
+    side (`planner.schedule.order` derives them from the accesses)."""
 
     index: int
     ranges: tuple[tuple[int, int], ...]   # (first launch, count)
     semaphore: int
+    after: tuple[tuple[int, ...], ...]
 
     def launches(self) -> Iterator[int]:
         for first, count in self.ranges:
             yield from range(first, first + count)
+
+    def waits(self) -> Iterator[tuple[int, tuple[int, ...]]]:
+        """Each launch with the launches it starts after."""
+        return zip(self.launches(), self.after)
 
 
 SUBMIT, WAIT, HOST_WRITE, HOST_READ = "submit", "wait", "write", "read"
@@ -228,8 +239,8 @@ def to_json(plan: Plan) -> dict:
                       "accesses": [{"argument": a.argument, "mode": a.mode, "window": a.window,
                                     "start": a.start, "stop": a.stop} for a in l.accesses]}
                      for l in plan.launches],
-        "submissions": [{"index": s.index, "ranges": [list(r) for r in s.ranges], "semaphore": s.semaphore}
-                        for s in plan.submissions],
+        "submissions": [{"index": s.index, "ranges": [list(r) for r in s.ranges], "semaphore": s.semaphore,
+                         "after": [list(a) for a in s.after]} for s in plan.submissions],
         "run": [_step_json(s) for s in plan.run],
     }
 
@@ -383,7 +394,9 @@ def from_json(data: Any) -> Plan:
                                l["block"].integer(1, 1024), tuple(slots), accesses))
     submissions = tuple(Submission(s["index"].integer(n, n),
                                    tuple(_pair(r) for r in s["ranges"].items()),
-                                   s["semaphore"].integer(0, MAX_ITEMS))
+                                   s["semaphore"].integer(0, MAX_ITEMS),
+                                   tuple(tuple(a.integer(0, MAX_ITEMS) for a in after.items(4096))
+                                         for after in s["after"].items()))
                         for n, s in enumerate(root["submissions"].items()))
     steps = root["run"].items()
     run = tuple(_read_step(s, len(steps)) for s in steps)
@@ -476,6 +489,20 @@ def check_consistent(plan: Plan) -> None:
         for first, c in s.ranges:
             if first + c > count:
                 raise PlanError(f"$.submissions[{n}].ranges", f"reach launch {first + c - 1} of {count}")
+        issues = sum(c for _, c in s.ranges)
+        if len(s.after) != issues:
+            raise PlanError(f"$.submissions[{n}].after", f"has {len(s.after)} entries for {issues} launches")
+        issued: set[int] = set()
+        for k, (index, after) in enumerate(s.waits()):
+            for a in after:
+                if a not in issued:
+                    raise PlanError(f"$.submissions[{n}].after[{k}]", f"launch {a} is not issued by this "
+                                    f"submission before launch {index}")
+            if len(set(after)) != len(after):
+                raise PlanError(f"$.submissions[{n}].after[{k}]", "names a launch twice")
+            if index in issued:
+                raise PlanError(f"$.submissions[{n}].ranges", f"issue launch {index} twice")
+            issued.add(index)
     for n, step in enumerate(plan.run):
         where = f"$.run[{n}]"
         if step.kind == SUBMIT and step.submission >= len(plan.submissions):

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 
 from planner.schedule.arena import Layout
 from planner.schedule.launches import Builder, checkpoint_bytes, chunks
-from planner.schedule.plan import HOST_READ, HOST_WRITE, SUBMIT, WAIT, Step, Submission
+from planner.schedule.order import dependencies
+from planner.schedule.plan import HOST_READ, HOST_WRITE, SUBMIT, WAIT, Launch, Step, Submission
 
 
 def _merge(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
@@ -49,18 +50,20 @@ def _merge(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
 class Schedule:
     """The submissions, with the indices the run refers to."""
 
+    launches: list[Launch]
     submissions: list[Submission] = field(default_factory=list)
     groups: dict[str, list[int]] = field(default_factory=dict)
 
     def add(self, group: str, *marks: tuple[int, int]) -> None:
-        index = len(self.submissions)
-        self.submissions.append(Submission(index, _merge(list(marks)), semaphore=index))
+        index, ranges = len(self.submissions), _merge(list(marks))
+        issued = [self.launches[i] for first, count in ranges for i in range(first, first + count)]
+        self.submissions.append(Submission(index, ranges, index, dependencies(issued)))
         self.groups.setdefault(group, []).append(index)
 
 
 def submission_schedule(b: Builder) -> Schedule:
     m, n = b.marks, chunks(b.layout)
-    s = Schedule()
+    s = Schedule(b.launches)
     s.add("initialize", m["initialize"])
     for c in range(n):
         s.add("default-save", m[f"default-save-chunk-{c}"])

@@ -1,0 +1,72 @@
+"""What each launch of a submission waits for.
+
+A submission issues its launches in the launch order, but the device need
+not run them one after another: a launch has to wait only for the earlier
+launches of its submission whose accesses share a byte with its own, one of
+the two writing (a read after a write, a write after a read, a write after
+a write). Those, less any that another of them already follows, are its
+dependencies; launches that touch nothing of one another run side by side,
+at most `WIDTH` at a time: a launch that would leave more than that many
+launches nothing waits for also waits for the earliest of them (a GPU runs
+only so many kernels at once, and the certificate's clocks grow with the
+width).
+
+This derives the order; it does not vouch for it. The certificate decides
+ordering (property 4) over the run graph these dependencies make, so a plan
+file that leaves one out is refused with the two accesses and no path
+between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from planner.schedule.plan import Launch, Submission
+
+WIDTH = 16
+
+
+def dependencies(launches: Sequence[Launch]) -> tuple[tuple[int, ...], ...]:
+    """For each launch, in the order given, the indices of the earlier ones
+    it must follow, with none that follows from the others."""
+    windows: dict[str, int] = {}
+    rows = [(k, windows.setdefault(a.window, len(windows)), a.start, a.stop, a.writes)
+            for k, launch in enumerate(launches) for a in launch.accesses if a.start < a.stop]
+    table = np.array([r[:4] for r in rows], np.int64).reshape(-1, 4)
+    writes = np.array([r[4] for r in rows], bool)
+    first = np.searchsorted(table[:, 0], np.arange(len(launches) + 1))   # each launch's rows
+    ancestors: list[int] = []   # bit set of positions each launch follows
+    ends: list[int] = []        # positions nothing waits for yet, in issue order
+    out = []
+    for k, launch in enumerate(launches):
+        earlier, mine = slice(0, first[k]), slice(first[k], first[k + 1])
+        clash = ((table[earlier, None, 1] == table[None, mine, 1])
+                 & (table[earlier, None, 2] < table[None, mine, 3]) & (table[None, mine, 2] < table[earlier, None, 3])
+                 & (writes[earlier, None] | writes[None, mine]))
+        behind = set(np.unique(table[earlier, 0][clash.any(axis=1)]).tolist())
+        reach = 0
+        for j in behind:
+            reach |= ancestors[j] | 1 << j
+        ends = [j for j in ends if not reach >> j & 1]
+        while len(ends) >= WIDTH:                  # too many side by side: follow the earliest
+            behind.add(ends.pop(0))
+        kept, seen = [], 0
+        for j in sorted(behind, reverse=True):     # the latest first: what they follow is not needed
+            if not seen >> j & 1:
+                kept.append(j)
+                seen |= ancestors[j] | 1 << j
+        ancestors.append(seen)
+        ends.append(k)
+        out.append(tuple(launches[j].index for j in sorted(kept)))
+    return tuple(out)
+
+
+def ordered(submissions: Sequence[Submission], launches: Sequence[Launch]) -> tuple[Submission, ...]:
+    """The submissions, each with its launches' dependencies derived."""
+    out = []
+    for s in submissions:
+        after = dependencies([launches[i] for i in s.launches()])
+        out.append(Submission(s.index, s.ranges, s.semaphore, after))
+    return tuple(out)

@@ -1,0 +1,79 @@
+"""What each launch of a submission waits for: the earlier launches it
+shares a byte with (one writing), none that follows from another, at most
+`WIDTH` side by side; and the certificate refusing an order that leaves
+one out."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from planner.certify.properties import check
+from planner.schedule.graph import RunGraph
+from planner.schedule.order import WIDTH, dependencies
+from tests.plans import Builder
+
+
+def _launches():
+    b = Builder()
+    x, y, z = b.plane("x", 0, 64), b.plane("y", 64, 64), b.plane("z", 128, 64)
+    ph = b.phase("p", ["x", "y", "z"])
+    make_x = b.launch("fill", ph, 16, out=x)                       # 0
+    x_to_y = b.launch("copy", ph, 16, out=y, **{"in": x})          # 1: reads what 0 wrote
+    make_z = b.launch("fill", ph, 16, out=z)                       # 2: touches nothing of 0, 1
+    x_to_z = b.launch("copy", ph, 4, out=z, **{"in": x})           # 3: reads x beside 1, writes z after 2
+    again_x = b.launch("fill", ph, 16, out=x)                      # 4: writes x that 1 and 3 read
+    return b, [make_x, x_to_y, make_z, x_to_z, again_x]
+
+
+def test_each_launch_waits_for_what_it_shares_a_byte_with():
+    b, order = _launches()
+    after = dependencies([b.launches[i] for i in order])
+    assert after == (
+        (),          # the first waits for nothing
+        (0,),        # a read after a write
+        (),          # beside both
+        (0, 2),      # after the write it reads and the write it overwrites; two reads of x side by side
+        (1, 3),      # a write after two reads (the write before them follows from either)
+    )
+
+
+def test_at_most_width_launches_side_by_side():
+    b = Builder()
+    planes = [b.plane(f"x{k}", 16 * k, 16) for k in range(WIDTH + 3)]
+    ph = b.phase("p", [p.name for p in planes])
+    fills = [b.launch("fill", ph, 4, out=p) for p in planes]
+    after = dependencies([b.launches[i] for i in fills])
+    assert after[:WIDTH] == ((),) * WIDTH
+    # each later fill follows the earliest launch nothing waited for
+    assert after[WIDTH:] == ((0,), (1,), (2,))
+
+
+def test_the_default_update_runs_launches_side_by_side(default_plan):
+    plan = default_plan
+    update = plan.submissions[plan.notes["submissions"]["update"][0]]
+    run = RunGraph(plan)
+    first = next(k for k, s in enumerate(plan.run) if s.kind == "submit" and s.submission == update.index)
+    nodes = {run.nodes[n].launch: n for n in range(run.instances[first][0], run.instances[first][1])
+             if run.nodes[n].launch >= 0}
+    hb = run.happens_before
+    images = {i: plan.launches[i].image for i in nodes}
+    # a layer's weight gradient and its data gradient run side by side
+    weight = next(i for i in nodes if images[i].startswith("tiled-cc"))
+    data = next(i for i in nodes if images[i].startswith("tiled-rc") and i > weight - 3 and i < weight + 3)
+    assert not hb.ordered(nodes[weight], nodes[data])
+    # chains are reused: about the launches side by side, not all there were
+    assert run.chains < 2 * WIDTH
+
+
+def test_an_order_without_a_needed_dependency_is_refused():
+    b, order = _launches()
+    b.submit(b.submission(order, list(dependencies([b.launches[i] for i in order]))))
+    good = b.build()
+    assert check(good, only=["ordering"]).results[0].answer == "unsat"
+    # launch 1 no longer waits for the fill of x it reads
+    s = good.submissions[0]
+    broken = replace(good, submissions=(replace(s, after=s.after[:1] + ((),) + s.after[2:]),))
+    (r,) = check(broken, only=["ordering"]).results
+    assert r.answer == "sat"
+    v = r.violations[0]
+    assert {v.writer.launch, v.other.launch} == {0, 1} and v.path_ordered is False
