@@ -273,7 +273,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("adamw", _args(
         "parameters:rw gradients:rw first_moments:rw second_moments:rw halves:w beta1:f32 one_minus_beta1:f32 "
         "beta2:f32 one_minus_beta2:f32 decay:f32 step_size:f32 epsilon:f32"),
-        _fixed(256), lambda c, s: (min(1024, _blocks(c["elements"] // 4, 256)), 1, 1),
+        # a block a multiprocessor: a piece of the bank runs beside the backward
+        # pass's launches, which the multiprocessors it leaves are enough for
+        _fixed(256), lambda c, s: (min(FILL_BLOCKS, _blocks(c["elements"] // 4, 256)), 1, 1),
         lambda c, s: {"parameters": c["elements"] * 4, "gradients": c["elements"] * 4,
                       "first_moments": c["elements"] * 4, "second_moments": c["elements"] * 4,
                       "halves": c["elements"] * HALF_BYTES},

@@ -124,8 +124,26 @@ def expected_counts(config) -> dict[str, int]:
         "update": forward + backward + 1, "final": forward + 3 + 2, "restore": 2,
         "default-save": sum(transfer), "load": sum(transfer), "save": sum(transfer),
         "loss-record": r.update_pieces, "chunks": len(transfer), "max-pieces": max(transfer),
-        "evaluate": forward + 3,
+        "evaluate": forward + 3, "adamw": L + 2,
     }
+
+
+def test_adamw_pieces_are_the_whole_bank_once(small_plan):
+    """Each update's AdamW launches cover every byte of the parameter bank
+    (pads included) exactly once, in bank order, as the seed's one launch."""
+    lay = seed_layout(SMALL)
+    first, count = small_plan.notes["stretches"]["adamw-0"]
+    covered = []
+    for launch in small_plan.launches[first:first + count]:
+        for a in launch.accesses:
+            base = lay.offsets[{"parameters": "parameters", "gradients": "gradients", "first_moments": "first-moments",
+                                "second_moments": "second-moments", "halves": "half-copies"}[a.argument]]
+            scale = 2 if a.argument == "halves" else 1
+            covered.append((a.argument, (a.start - base) * scale, (a.stop - base) * scale))
+    for argument in ("parameters", "gradients", "first_moments", "second_moments", "halves"):
+        spans = sorted((lo, hi) for arg, lo, hi in covered if arg == argument)
+        assert spans[0][0] == 0 and spans[-1][1] == lay.parameter_bytes
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
 
 
 @pytest.mark.parametrize("config", [DEFAULT, SMALL], ids=["default", "small"])
@@ -137,7 +155,8 @@ def test_launch_and_submission_counts(config):
                  "load", "save", "loss-record", "evaluate"):
         assert stretches[name][1] == want[name], name
     pieces = config.run.update_pieces
-    assert sum(stretches[f"adamw-{k}"][1] for k in range(pieces)) == pieces
+    # AdamW: a launch for the embedding, each layer, the final gain and shift
+    assert all(stretches[f"adamw-{k}"][1] == want["adamw"] for k in range(pieces))
     assert len(plan.launches) == sum(c for _, c in stretches.values())
     chunks = want["chunks"]
     assert want["max-pieces"] <= config.run.transfer_pieces
@@ -150,7 +169,7 @@ def test_launch_and_submission_counts(config):
     assert per_phase["coppelius/head-layout"] == 2 * L and per_phase["coppelius/attention-head"] == 2 * L
     # the prediction's, the update's, the final's, the evaluation's
     assert per_phase["coppelius/layer"] == 11 * L * 4
-    assert per_phase["coppelius/adamw"] == pieces
+    assert per_phase["coppelius/adamw"] == pieces * want["adamw"]
 
 
 def test_run_sample_is_the_seeds_with_evaluations(default_plan):

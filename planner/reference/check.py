@@ -19,7 +19,7 @@ def plan_gradients(session: Session, ids: np.ndarray, targets: np.ndarray
     session.set_inputs(ids, targets)
     for plane in ("input-ids", "input-targets"):
         session.device.write("staging", plan.plane[plane].offset, session.inputs[plane])
-    launches = [i for i in submission.launches() if i < session.adamw[0]]
+    launches = [i for i in submission.launches() if i < session.adamw[0][0]]
     session.device.run_launches(launches)
     session.device.wait()
     rows = np.frombuffer(session.device.read("staging", plan.plane["result-diagnostics"].offset,

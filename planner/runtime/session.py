@@ -44,14 +44,16 @@ class Session:
         self.config: Config = from_dict(plan.config)
         self.groups: dict[str, list[int]] = plan.notes["submissions"]
         stretches = plan.notes["stretches"]
-        self.adamw = [stretches[f"adamw-{k}"][0] for k in range(self.config.run.update_pieces)]
+        # each update piece's AdamW launches (a launch per piece of the bank)
+        self.adamw = [range(first, first + count) for first, count in
+                      (stretches[f"adamw-{k}"] for k in range(self.config.run.update_pieces))]
         self.staging = {p.name: p for p in plan.planes if p.window == "staging"}
         self.executor = Executor(plan, device, self._supply, self._receive)
         self.step = 0                          # updates done
         self.inputs: dict[str, bytes] = {}     # plane -> what the host writes there next
         self.results: dict[str, bytes] = {}    # plane -> what the host read there last
         self.chunks: list[bytes] = []          # checkpoint chunks read, in order
-        self.ahead: tuple[int, dict[str, int]] | None = None   # the next update's AdamW scalars
+        self.patched = -1                      # the update whose AdamW words the launches hold
 
     # ---- the host's data, by the staging plane a step touches ----
 
@@ -85,7 +87,7 @@ class Session:
         prediction rows' tokens."""
         if step % self.config.run.update_pieces:
             raise RunError("a run resumes between invocations (after a whole number of update pieces)")
-        self.step = step
+        self.step, self.patched = step, -1
         size = self.plan.window["staging"].bytes
         self.executor.issue(self.groups["initialize"][0])
         for c, (save, load) in enumerate(zip(self.groups["default-save"], self.groups["load"])):
@@ -105,22 +107,28 @@ class Session:
         once the update is issued, before the host waits for it (a
         benchmark's mark)."""
         k = self.step % self.config.run.update_pieces
-        ahead = self.ahead if self.ahead is not None and self.ahead[0] == self.step else None
-        self.device.patch(self.adamw[k], ahead[1] if ahead else self._adam_scalars(self.step))
+        if self.patched != self.step:
+            self._patch_adamw(self.step)
         self.set_inputs(ids, targets)
         self.executor.issue(self.groups["update"][k])
         if issued is not None:
             issued()
-        # the exact scalars take the host a fraction of a millisecond: the next
-        # update's are worked out while the device runs this one
-        self.ahead = (self.step + 1, self._adam_scalars(self.step + 1))
+        # The exact AdamW words take the host a fraction of a millisecond:
+        # the next update's go into its AdamW launches while the device runs
+        # this one, when those launches are another submission's.
+        if (self.step + 1) % self.config.run.update_pieces != k:
+            self._patch_adamw(self.step + 1)
         self.executor.collect()
         self.step += 1
         return float(np.frombuffer(self.results["result-loss-record"], "<f4").astype(np.float64).mean())
 
-    def _adam_scalars(self, step: int) -> dict[str, int]:
-        """AdamW's per-step words for the update after `step` updates."""
-        return f32.adam_words(self.config.learner, self.config.learner.first_step + step)
+    def _patch_adamw(self, step: int) -> None:
+        """AdamW's per-step words for the update after `step` updates, into
+        that update's AdamW launches."""
+        scalars = f32.adam_words(self.config.learner, self.config.learner.first_step + step)
+        for launch in self.adamw[step % self.config.run.update_pieces]:
+            self.device.patch(launch, scalars)
+        self.patched = step
 
     def evaluate(self, ids: np.ndarray, targets: np.ndarray) -> float:
         """The mean loss on a batch, without an update (between invocations)."""

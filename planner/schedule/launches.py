@@ -481,17 +481,37 @@ def update(b: Builder) -> None:
         copy(b, window(b, 1), b.layout.bank("gradients", "embedding"), b.config.shape.tokens)
 
 
+def adamw_pieces(lay: Layout) -> list[tuple[int, int]]:
+    """The bank's byte ranges AdamW updates in one launch each: the
+    embedding, each layer's items, the final gain and shift. Together they
+    are the whole bank (the pads between entries included), so each
+    element is updated exactly as by the seed's one launch; a layer's
+    piece waits only for that layer's gradients and the reads of its
+    weights, not for the whole backward pass."""
+    starts: dict[str, int] = {}
+    for e in lay.entries:
+        starts.setdefault(e.name.split(".")[0] if e.name.startswith("layer") else e.name.split("-")[0], e.offset)
+    bounds = sorted(starts.values()) + [lay.parameter_bytes]
+    return list(zip(bounds, bounds[1:]))
+
+
 def adamw(b: Builder, step: int) -> None:
-    """cgAdamW: one launch over the whole bank, writing the half copies
-    beside each update and clearing the gradients."""
+    """cgAdamW, a launch per piece of the bank (`adamw_pieces`), writing the
+    half copies beside each update and clearing the gradients. The pieces go
+    in the order the backward pass finishes their gradients (the final gain
+    and shift first, the embedding last), so none is held behind one whose
+    gradients come later."""
     lay, c = b.layout, b.constants
     with b.phase(ADAMW):
-        b.launch(image("adamw", elements=lay.parameter_bytes // 4, half=_half(b.config)),
-                 {"parameters": lay.at("parameters"), "gradients": lay.at("gradients"),
-                  "first_moments": lay.at("first-moments"), "second_moments": lay.at("second-moments"),
-                  "halves": lay.at("half-copies")},
-                 beta1=c.beta1, one_minus_beta1=c.one_minus_beta1, beta2=c.beta2, one_minus_beta2=c.one_minus_beta2,
-                 decay=c.decay, **f32.adam_words(b.config.learner, step))
+        for start, stop in reversed(adamw_pieces(lay)):
+            elements = (stop - start) // 4
+            b.launch(image("adamw", f"adamw-{elements}", elements=elements, half=_half(b.config)),
+                     {"parameters": lay.at("parameters", start), "gradients": lay.at("gradients", start),
+                      "first_moments": lay.at("first-moments", start),
+                      "second_moments": lay.at("second-moments", start),
+                      "halves": lay.at("half-copies", start // 2)},
+                     beta1=c.beta1, one_minus_beta1=c.one_minus_beta1, beta2=c.beta2,
+                     one_minus_beta2=c.one_minus_beta2, decay=c.decay, **f32.adam_words(b.config.learner, step))
 
 
 def final(b: Builder) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from planner.schedule.plan import Launch, Submission
 
-WIDTH = 16
+WIDTH = 32
 
 
 def dependencies(launches: Sequence[Launch]) -> tuple[tuple[int, ...], ...]:
