@@ -87,6 +87,7 @@ def relocate(lv: Liveness, window: str, offsets: dict[str, int], notes: dict) ->
     launches = [replace(launch, phase=of_launch[launch.index]) for launch in launches]
     placement = dict(notes, planes={t.name: [list(s) for s in t.sites] for t in moved})
     placed = Plan(plan.config, windows, tuple(planes), globals_, phases, plan.images, tuple(launches),
-                  ordered(plan.submissions, launches), _moved_run(plan, shift), LAYOUT, dict(plan.notes, placement=placement))
+                  ordered(plan.submissions, launches), _moved_run(plan, shift), LAYOUT,
+                  dict(plan.notes, placement=placement))
     check_consistent(placed)
     return placed

@@ -488,9 +488,12 @@ def adamw_pieces(lay: Layout) -> list[tuple[int, int]]:
     element is updated exactly as by the seed's one launch; a layer's
     piece waits only for that layer's gradients and the reads of its
     weights, not for the whole backward pass."""
+    def piece(name: str) -> str:   # embedding; layer3.qkv -> layer3; final-gain -> final
+        return name.split(".")[0] if name.startswith("layer") else name.split("-")[0]
+
     starts: dict[str, int] = {}
     for e in lay.entries:
-        starts.setdefault(e.name.split(".")[0] if e.name.startswith("layer") else e.name.split("-")[0], e.offset)
+        starts.setdefault(piece(e.name), e.offset)
     bounds = sorted(starts.values()) + [lay.parameter_bytes]
     return list(zip(bounds, bounds[1:]))
 
