@@ -1,5 +1,7 @@
 """The plan on the GPU against the reference: one update number by number,
-and bit-identical training run to run. Skipped where there is no GPU."""
+bit-identical training run to run and with launches side by side or one by
+one, and the graphs the certified dependencies. Skipped where there is no
+GPU."""
 
 from __future__ import annotations
 
@@ -78,6 +80,38 @@ def test_training_is_bit_identical_run_to_run(gpu, plan):
     assert losses_a == losses_b
     assert params_a == params_b
     assert losses_a[-1] < losses_a[0]
+
+
+def test_launches_side_by_side_give_the_bits_of_launches_one_by_one(gpu, plan):
+    """The update's graph runs launches that share no byte side by side;
+    issued one after another on one stream instead, they give the same
+    losses and parameters bit for bit."""
+    side_by_side = _train(plan, gpu, 10, graphs=True)
+    one_by_one = _train(plan, gpu, 10, graphs=False)
+    assert side_by_side == one_by_one
+
+
+def test_a_submissions_graph_has_exactly_the_plans_dependencies(gpu, plan):
+    from cuda.bindings import driver as cu
+
+    from planner.runtime.cuda import CudaDevice
+    from planner.runtime.driver import call
+    device = CudaDevice(plan, gpu)
+    try:
+        update = plan.submissions[plan.notes["submissions"]["update"][0]]
+        g = device._build_graph(update.index)
+        launch_of = {int(node): index for index, node in g.nodes.items()}
+        query = "cuGraphGetEdges_v2" if hasattr(cu, "cuGraphGetEdges_v2") else "cuGraphGetEdges"
+        count = call(query, g.graph, 0)[-1]
+        sources, targets, data = call(query, g.graph, count)[:3]
+        edges = {(launch_of[int(a)], launch_of[int(b)]) for a, b in zip(sources, targets)}
+        waits = {(a, index) for index, after in update.waits() for a in after}
+        assert len(g.nodes) == sum(c for _, c in update.ranges) and edges == waits
+        # programmatic exactly where the images wait for their predecessors (sm_90)
+        programmatic = cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+        assert {d.type == programmatic for d in data} == {device.dependent_launch}
+    finally:
+        device.close()
 
 
 def test_a_plan_larger_than_the_device_is_refused(gpu):
