@@ -68,7 +68,9 @@ def mib(n: int) -> str:
 
 def summary(plan: Plan) -> str:
     """A readable account of the plan: windows, planes per phase, launches
-    per phase, submissions, the run, parameters."""
+    per phase, submissions (and how deep their dependencies go), the run,
+    parameters."""
+    from planner.schedule.order import depth
     lines = [f"plan {plan.digest[:16]}  layout {plan.layout}  ({len(plan.launches)} launches, "
              f"{len(plan.submissions)} submissions, {len(plan.run)} run steps, {len(plan.images)} images)"]
     if plan.parameter_count():
@@ -82,6 +84,12 @@ def summary(plan: Plan) -> str:
         fresh_bytes = sum(plan.plane[p].bytes for p in ph.fresh)
         lines.append(f"{ph.name:28} {per_phase.get(ph.name, 0):>8} {len(ph.fresh):>6} {len(ph.carried):>8} "
                      f"{fresh_bytes:>14,}")
+    groups = plan.notes.get("submissions") or {"": range(len(plan.submissions))}
+    lines.append(f"{'submission (first of a kind)':28} {'launches':>8} {'depth':>6}   (depth: the longest chain "
+                 f"of launches each waiting for the one before)")
+    for group, indices in groups.items():
+        s = plan.submissions[indices[0]]
+        lines.append(f"{group or s.index:<28} {sum(c for _, c in s.ranges):>8} {depth(s):>6}")
     kinds = Counter(s.kind for s in plan.run)
     lines.append("run: " + ", ".join(f"{kinds[k]} {k}" for k in ("submit", "wait", "write", "read")))
     return "\n".join(lines)

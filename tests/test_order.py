@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from planner.certify.properties import check
 from planner.schedule.graph import RunGraph
-from planner.schedule.order import WIDTH, dependencies
+from planner.schedule.order import WIDTH, dependencies, depth
 from tests.plans import Builder
 
 
@@ -63,6 +63,15 @@ def test_the_default_update_runs_launches_side_by_side(default_plan):
     assert not hb.ordered(nodes[weight], nodes[data])
     # chains are reused: about the launches side by side, not all there were
     assert run.chains < 2 * WIDTH
+
+
+def test_depth_is_the_longest_chain_of_dependencies(default_plan):
+    import networkx as nx
+    update = default_plan.submissions[default_plan.notes["submissions"]["update"][0]]
+    g = nx.DiGraph()
+    g.add_nodes_from(update.launches())
+    g.add_edges_from((a, index) for index, after in update.waits() for a in after)
+    assert depth(update) == nx.dag_longest_path_length(g) + 1 < g.number_of_nodes()
 
 
 def test_an_order_without_a_needed_dependency_is_refused():
