@@ -416,8 +416,8 @@ def _ordering_row(data: tuple) -> str:
     _, xs, xe, ys, ye, wx, wy, one_chain = data[:8]
     row = f"{within(xs, xe, 'b')} {within(ys, ye, 'b')} (or (= {wx} 1) (= {wy} 1))"
     if one_chain:
-        # program order, unless both are one launch (in place when both
-        # name the same bytes)
+        # one chain is totally ordered: by place on it, unless both are one
+        # launch (in place when both name the same bytes)
         px, py = data[8:]
         return (f"{row} (not (< {px} {py})) (not (< {py} {px})) "
                 f"(not (and (= {px} {py}) (= {xs} {ys}) (= {xe} {ye})))")
