@@ -505,6 +505,7 @@ def adamw(b: Builder, step: int) -> None:
     and shift first, the embedding last), so none is held behind one whose
     gradients come later."""
     lay, c = b.layout, b.constants
+    words = f32.adam_words(b.config.learner, step)
     with b.phase(ADAMW):
         for start, stop in reversed(adamw_pieces(lay)):
             elements = (stop - start) // 4
@@ -514,7 +515,7 @@ def adamw(b: Builder, step: int) -> None:
                       "second_moments": lay.at("second-moments", start),
                       "halves": lay.at("half-copies", start // 2)},
                      beta1=c.beta1, one_minus_beta1=c.one_minus_beta1, beta2=c.beta2,
-                     one_minus_beta2=c.one_minus_beta2, decay=c.decay, **f32.adam_words(b.config.learner, step))
+                     one_minus_beta2=c.one_minus_beta2, decay=c.decay, **words)
 
 
 def final(b: Builder) -> None:
