@@ -56,6 +56,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     // tile i has landed and every warp of the part is done with tile i - 1,
     // whose buffers the copy of tile i + 1 (overlapping this tile's work) takes
     copy_wait<0>();
+    stages_landed();
     part_sync(part);
     if (i + 1 < walk) copy_pair(i + 1);
     const int j = part + i * PARTS;

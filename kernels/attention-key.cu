@@ -12,7 +12,7 @@
 // sum) and d_v are [b][g][s][64] binary32.
 #include "attention.cuh"
 
-struct Stage {
+struct alignas(1024) Stage {  // its tiles 1024-byte aligned
   HALF queries[TILE_HALVES], gradients[TILE_HALVES];
   float lse[TILE], d[TILE];
 };
@@ -60,6 +60,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     // n - 1's, whose buffers the copy of step n + 1 (overlapping this step's
     // work) takes
     copy_wait<0>();
+    stages_landed();
     part_sync(part);
     if (n + 1 < walk) copy_step(n + 1);
     const Stage& stage = stages[n & 1];

@@ -12,7 +12,15 @@
 // in a fixed order (the same bits every run). Every 64 x 64 operand tile (64
 // rows of 64 halves, 128 bytes) is copied with cp.async into shared memory,
 // its 16-byte chunks XOR-swizzled by the row (chunk ^ row % 8) so that both
-// ldmatrix and ldmatrix.trans read it without bank conflicts.
+// ldmatrix and ldmatrix.trans read it without bank conflicts. Tiles start
+// 1024 bytes apart: so laid out, a tile is also the 128-byte swizzled layout
+// Hopper's warpgroup products read (K-major as rows, MN-major as columns).
+//
+// On sm_90a a part's four warps are one warpgroup, and its products are
+// warpgroup products (wgmma): each warp's A fragments stay in its registers
+// (mma.sync's A layout is wgmma's), the tile is read from shared memory, and
+// the sums land in the layout mma.sync's would. Elsewhere each warp
+// multiplies on its own with mma.sync.
 #pragma once
 #include "common.cuh"
 
@@ -47,10 +55,11 @@ __device__ __forceinline__ void copy_tile(HALF* tile, const HALF* from, size_t s
 template <int HALVES>
 __device__ __forceinline__ HALF* part_stages(int part) {
   if constexpr (PARTS == 1) {
-    __shared__ __align__(128) HALF stages[HALVES];
+    __shared__ __align__(1024) HALF stages[HALVES];
     return stages;
   } else {
-    extern __shared__ __align__(128) HALF shared[];
+    extern __shared__ __align__(1024) HALF shared[];
+    static_assert(HALVES * sizeof(HALF) % 1024 == 0, "each part's tiles 1024-byte aligned");
     return shared + part * HALVES;
   }
 }
@@ -70,7 +79,7 @@ __device__ __forceinline__ void part_sync(int part) {
 template <int VALUES, typename Merge>
 __device__ __forceinline__ bool meet_parts(float (&values)[VALUES], int part, int thread, Merge merge) {
   if constexpr (PARTS == 1) return true;
-  extern __shared__ __align__(128) HALF shared[];
+  extern __shared__ __align__(1024) HALF shared[];
   return meet_groups<PARTS, PART_THREADS>(values, reinterpret_cast<float*>(shared), part, thread, merge);
 }
 
@@ -87,6 +96,59 @@ __device__ __forceinline__ void load_rows(unsigned (&a)[4][4], const HALF* plane
     a[k][3] = *reinterpret_cast<const unsigned*>(p + 8 * HEAD + 16 * k + 8);
   }
 }
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// the stage's copies (cp.async, the generic proxy) made visible to the
+// warpgroup products' reads (the async proxy), before the part's barrier
+__device__ __forceinline__ void stages_landed() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// A tile as a wgmma operand: 128-byte rows, 8 of them (1024 bytes) a group,
+// 128-byte swizzled; as columns (MN-major) one 64-wide block of them
+__device__ __forceinline__ unsigned long long tile_matrix(const HALF* p) {
+  return ((shared_address(p) & 0x3FFFFu) >> 4) | (static_cast<unsigned long long>(8192 >> 4) << 16) |
+         (static_cast<unsigned long long>(1024 >> 4) << 32) | (1ull << 62);
+}
+
+// d (the warpgroup's 64 x 64, this warp's 16 rows) += a (16 x 16, registers)
+// times B (16 x 64) in shared memory, K-major (COLUMNS 0) or MN-major (1)
+template <int COLUMNS>
+__device__ __forceinline__ void warpgroup_product(float (&d)[8][4], const unsigned (&a)[4], unsigned long long b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." MMA_HALF "." MMA_HALF " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"
+               "%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, 1, 1, 1, %37;"
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+                 "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+                 "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                 "+f"(d[7][2]), "+f"(d[7][3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(COLUMNS));
+}
+
+// acc += a (16 x 64) times the tile, four k-slices of 16, done on return
+// (the registers of a and acc are the products' until then)
+template <int COLUMNS>
+__device__ __forceinline__ void multiply_tile(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+  for (int k = 0; k < 4; ++k)  // K-major: 16 k are 32 bytes along the rows; MN-major: 16 rows down
+    warpgroup_product<COLUMNS>(acc, a[k], tile_matrix(tile + (COLUMNS ? 16 * HEAD : 16) * k));
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
+// acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile's rows as columns:
+// acc = A T^T, T [64 n][64 k]
+__device__ __forceinline__ void multiply_rows(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
+  multiply_tile<0>(acc, a, tile);
+}
+
+// acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile: acc = A T, T [64 k][64 n]
+__device__ __forceinline__ void multiply_columns(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
+  multiply_tile<1>(acc, a, tile);
+}
+#else
+__device__ __forceinline__ void stages_landed() {}
 
 // acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile's rows as columns:
 // acc = A T^T, T [64 n][64 k] (ldmatrix: the tile's rows are B's columns)
@@ -117,6 +179,8 @@ __device__ __forceinline__ void multiply_columns(float (&acc)[8][4], const unsig
       mma_16816(acc[2 * n + 1], a[k], b[2], b[3]);
     }
 }
+
+#endif
 
 // an accumulator (16 x 64 binary32) as A fragments in the half format: the
 // element layouts of mma's C and A agree, so each thread packs its own values

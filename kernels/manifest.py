@@ -150,9 +150,10 @@ def _attention_block(c: Constants) -> int:
 
 
 def _attention_shared(stage: int) -> Callable[[Constants], int]:
-    """Two stages of `stage` bytes for each part (the later parts' sums reuse
+    """Two stages of `stage` bytes, each taking whole kilobytes (its tiles
+    start 1024-byte aligned), for each part (the later parts' sums reuse
     them), dynamic; a block of one part declares its two statically."""
-    return lambda c: c["parts"] * 2 * stage if c["parts"] > 1 else 0
+    return lambda c: c["parts"] * 2 * -(-stage // 1024) * 1024 if c["parts"] > 1 else 0
 
 
 def _attention_planes(c: Constants) -> dict[str, int]:

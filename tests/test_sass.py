@@ -96,6 +96,40 @@ extern "C" __global__ void __launch_bounds__(256) k_tensor_copy(float* out, cons
 """
 
 
+# The same product with A in registers (the form the streaming attention
+# uses), a K step per trip of a loop that is not unrolled: each trip loads
+# the next A fragment into the registers the last product read, after
+# wgmma.wait_group 0.
+WGMMA_REGISTERS_KERNEL = WGMMA_KERNEL.split("extern")[0] + r"""
+extern "C" __global__ void __launch_bounds__(128) k_wgmma_registers(float* c, const unsigned* a,
+                                                                    const unsigned short* b) {
+  __shared__ __align__(1024) unsigned short sb[64 * 64];
+  for (int i = threadIdx.x; i < 64 * 64; i += 128) sb[i] = b[i];
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  float d[32];
+  for (int i = 0; i < 32; ++i) d[i] = 0.0f;
+#pragma unroll 1
+  for (int k = 0; k < 4; ++k) {
+    const unsigned f0 = a[(4 * k) * 128 + threadIdx.x], f1 = a[(4 * k + 1) * 128 + threadIdx.x];
+    const unsigned f2 = a[(4 * k + 2) * 128 + threadIdx.x], f3 = a[(4 * k + 3) * 128 + threadIdx.x];
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
+      "%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, 1, 1, 1, 0;"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(f0), "r"(f1), "r"(f2), "r"(f3), "l"(descriptor(sb + 16 * k)));
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  }
+  for (int i = 0; i < 32; ++i) c[threadIdx.x * 32 + i] = d[i];
+}
+"""
+
+
 def _compile(source: str, arch: str) -> bytes:
     try:
         return compile_source(source, "sass_kernels.cu", [f"-arch={arch}"])
@@ -266,6 +300,28 @@ def test_warpgroup_accumulators_wait_for_the_warpgroup_barrier():
     assert verdict.findings and all(f.kind == WARPGROUP for f in verdict.findings)
     assert (products[-1].offset, store.offset) in firsts
     assert "may still be in flight" in verdict.findings[0].detail
+
+
+def test_a_warpgroup_products_a_fragment_waits_for_the_warpgroup_barrier():
+    """With A in registers, HGMMA reads them asynchronously too: the next
+    trip's loads into them pass only after WARPGROUP.DEPBAR.LE gsb0, 0x0;
+    without it a load that overwrites the fragment (and touches no
+    accumulator) is named, with the HGMMA that reads it."""
+    cubin = _compile(WGMMA_REGISTERS_KERNEL, "sm_90a")
+    assert check_cubin(cubin, "sm_90").status == "pass"
+    function = disassemble(cubin)["k_wgmma_registers"]
+    code = function.instructions
+    (product,) = [i for i in code if i.base == "HGMMA"]
+    fragment = {r for r in product.reads - product.writes if r.startswith("R")}
+    assert len(fragment) == 4
+    removed = [replace(i, opcode="NOP", text="NOP", operands="") if i.opcode == "WARPGROUP.DEPBAR.LE" else i
+               for i in code]
+    verdict = check_function(replace(function, instructions=removed), default_model().arch("sm_90"))
+    overwrites = [f for f in verdict.findings if f.kind == WARPGROUP and f.producer_offset == product.offset
+                  and f.register in fragment]
+    assert overwrites
+    consumer = next(i for i in code if i.offset == overwrites[0].consumer_offset)
+    assert consumer.writes & fragment and not (consumer.reads | consumer.writes) & product.writes
 
 
 def test_a_tensor_copy_is_waited_for_on_its_mbarrier():

@@ -20,7 +20,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from planner.kernels.manifest import FAMILIES, Image
+from planner.kernels.manifest import FAMILIES, STREAMING_ATTENTION, Image
 
 # The streaming attention rounds its probabilities to the half format for the
 # tensor cores, so approximate exponentials, logarithms and reciprocals cost it
@@ -86,11 +86,13 @@ def source(img: Image) -> str:
 def options(img: Image, arch: str) -> list[str]:
     """NVRTC's options: the architecture, C++17, device code by default, the
     manifest's register bound, and fast math where FAST_MATH allows it. An
-    image with warpgroup products is built for sm_90a on sm_90 (the Hopper
-    instructions that are not carried forward)."""
+    image with warpgroup products (a product's with WGMMA, the streaming
+    attention's) is built for sm_90a on sm_90 (the Hopper instructions that
+    are not carried forward)."""
     if not re.fullmatch(r"sm_\d{2,3}", arch):
         raise ValueError(f"architecture {arch!r} is not of the form sm_XX")
-    target = "sm_90a" if arch == "sm_90" and img.constant_map.get("wgmma") else arch
+    warpgroups = img.constant_map.get("wgmma") or img.family in STREAMING_ATTENTION
+    target = "sm_90a" if arch == "sm_90" and warpgroups else arch
     out = [f"-arch={target}", "-std=c++17", "-default-device", f"--maxrregcount={img.registers}"]
     if img.family in FAST_MATH:
         out.append("--use_fast_math")

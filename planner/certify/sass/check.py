@@ -13,11 +13,14 @@ and reports:
   read-barrier      a register overwritten while an earlier instruction that
                     set a read barrier may still be reading it;
   warpgroup         an accumulator of HGMMA (wgmma.mma_async) read or
-                    written by any other instruction before a
-                    WARPGROUP.DEPBAR.LE gsb0, 0x0 (wgmma.wait_group 0): HGMMA
-                    delivers through the warpgroup's own barrier, in no
-                    number of cycles, and only later HGMMAs on the same
-                    accumulators are ordered behind it.
+                    written, or a register holding its A fragment (the
+                    form with A in registers) overwritten, by any other
+                    instruction before a WARPGROUP.DEPBAR.LE gsb0, 0x0
+                    (wgmma.wait_group 0): HGMMA reads and delivers through
+                    the warpgroup's own barrier, in no number of cycles, and
+                    only later HGMMAs on the same accumulators are ordered
+                    behind it.  Its descriptors (uniform registers) are
+                    taken at issue.
 
 Modelling choices, each the weaker of the possible assumptions unless ptxas
 is seen relying on the stronger:
@@ -85,6 +88,7 @@ READ_BARRIER = "read-barrier"
 WARPGROUP = "warpgroup"
 ASYNC_MATRIX = "HGMMA"
 _WARPGROUP_WAIT = re.compile(r"^gsb0\s*,\s*(0x0+|0)$")
+_GENERAL_REGISTER = re.compile(r"^R\d+$")  # not RZ, not a uniform register
 Z3_TIMEOUT_MS = 5000
 _COUNT_CAP = 8  # younger operations counted per barrier, enough for DEPBAR.LE's N
 _DEPBAR = re.compile(r"SB(\d)\s*,\s*(0x[0-9a-f]+|\d+)")
@@ -335,10 +339,12 @@ def _variable_hazards(
 
 
 def _warpgroup_hazards(ops: list[_Op], flow: ControlFlow, producer: int) -> Iterator[_Candidate]:
-    """Instructions other than HGMMA that touch the producer's accumulators on
-    a path with no WARPGROUP.DEPBAR.LE gsb0, 0x0 after it (breadth first, so
-    each is reported on its shortest such path)."""
+    """Instructions other than HGMMA that touch the producer's accumulators,
+    or overwrite the registers of its A fragment, on a path with no
+    WARPGROUP.DEPBAR.LE gsb0, 0x0 after it (breadth first, so each is
+    reported on its shortest such path)."""
     live = ops[producer].writes
+    fragment = frozenset(r for r in ops[producer].reads - live if _GENERAL_REGISTER.match(r))
     queue = deque((index,) for index in flow.successors[producer])
     parent: dict[tuple[int], tuple[int] | None] = {state: None for state in queue}
     reported = set()
@@ -349,7 +355,8 @@ def _warpgroup_hazards(ops: list[_Op], flow: ControlFlow, producer: int) -> Iter
         instruction = op.instruction
         if instruction.opcode == "WARPGROUP.DEPBAR.LE" and _WARPGROUP_WAIT.match(instruction.operands.strip()):
             continue
-        hit = live & (op.reads | op.writes) if op.executes and instruction.base != ASYNC_MATRIX else frozenset()
+        touched = (live & (op.reads | op.writes)) | (fragment & op.writes)
+        hit = touched if op.executes and instruction.base != ASYNC_MATRIX else frozenset()
         if hit and index not in reported:
             reported.add(index)
             path = _walk(parent, state, producer)
