@@ -55,8 +55,10 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
   for (int i = 0; i < walk; ++i) {
     // tile i has landed and every warp of the part is done with tile i - 1,
     // whose buffers the copy of tile i + 1 (overlapping this tile's work) takes
+    // (tile i - 1's P V, in flight until here, has read its values)
     copy_wait<0>();
     stages_landed();
+    await_products();
     part_sync(part);
     if (i + 1 < walk) copy_pair(i + 1);
     const int j = part + i * PARTS;
@@ -64,6 +66,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     float s[8][4];
     clear(s);
     multiply_rows(s, fq, stages + (i & 1) * TILE_HALVES);
+    await_products();
 
     // scale to base 2; on the diagonal tile mask the keys after the query
 #pragma unroll
@@ -97,6 +100,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     to_fragments(fp, s);
     multiply_rows(o, fp, stages + (2 + (i & 1)) * TILE_HALVES);
   }
+  await_products();
 
   // a part without tiles brings m = -inf, l = 0, O = 0: its scale 2^(-inf) is
   // 0, and the first part's m is finite (it has key tile 0)

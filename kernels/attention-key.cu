@@ -59,8 +59,11 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     // step n's tiles have landed and every warp of the part is done with step
     // n - 1's, whose buffers the copy of step n + 1 (overlapping this step's
     // work) takes
+    // (step n - 1's d_v and d_k products, in flight until here, have read
+    // its tiles)
     copy_wait<0>();
     stages_landed();
+    await_products();
     part_sync(part);
     if (n + 1 < walk) copy_step(n + 1);
     const Stage& stage = stages[n & 1];
@@ -71,6 +74,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     clear(dp);
     multiply_rows(s, fk, stage.queries);     // S^T = K Q^T
     multiply_rows(dp, fv, stage.gradients);  // dP^T = V dO^T
+    await_products();
     // element (key 16 warp + lane / 4 + 8 (e / 2), query 8 c + 2 (lane % 4) + e % 2)
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
@@ -92,6 +96,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     multiply_columns(dv, fp, stage.gradients);  // dV += P^T dO
     multiply_columns(dk, fds, stage.queries);   // dK += dS^T Q
   }
+  await_products();
 
   float sums[2][8][4];  // d_k's, then d_v's
 #pragma unroll

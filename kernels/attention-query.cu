@@ -66,8 +66,10 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
   for (int i = 0; i < walk; ++i) {
     // tile i has landed and every warp of the part is done with tile i - 1,
     // whose buffers the copy of tile i + 1 (overlapping this tile's work) takes
+    // (tile i - 1's dQ, in flight until here, has read its keys)
     copy_wait<0>();
     stages_landed();
+    await_products();
     part_sync(part);
     if (i + 1 < walk) copy_pair(i + 1);
     const int j = part + i * PARTS;
@@ -78,6 +80,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     clear(dp);
     multiply_rows(s, fq, keys);                                        // S = Q K^T
     multiply_rows(dp, fdo, stages + (2 + (i & 1)) * TILE_HALVES);      // dP = dO V^T
+    await_products();
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -90,6 +93,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     to_fragments(fds, s);
     multiply_columns(dq, fds, keys);  // dQ += dS K
   }
+  await_products();
 
   if (!meet_parts(reinterpret_cast<float(&)[32]>(dq), part, thread, add_values<32>)) return;
   float* to = d_q + q_plane + static_cast<size_t>(s0) * HEAD + 2 * (lane & 3);

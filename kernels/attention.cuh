@@ -20,7 +20,10 @@
 // warpgroup products (wgmma): each warp's A fragments stay in its registers
 // (mma.sync's A layout is wgmma's), the tile is read from shared memory, and
 // the sums land in the layout mma.sync's would. Elsewhere each warp
-// multiplies on its own with mma.sync.
+// multiplies on its own with mma.sync. Products are issued with
+// multiply_rows and multiply_columns and their sums read after
+// await_products, so that independent products run together (on sm_90a;
+// with mma.sync they are done when issued).
 #pragma once
 #include "common.cuh"
 
@@ -125,8 +128,9 @@ __device__ __forceinline__ void warpgroup_product(float (&d)[8][4], const unsign
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(COLUMNS));
 }
 
-// acc += a (16 x 64) times the tile, four k-slices of 16, done on return
-// (the registers of a and acc are the products' until then)
+// acc += a (16 x 64) times the tile, four k-slices of 16, left in flight:
+// the registers of a and acc, and the tile, are the products' until
+// await_products
 template <int COLUMNS>
 __device__ __forceinline__ void multiply_tile(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -134,8 +138,10 @@ __device__ __forceinline__ void multiply_tile(float (&acc)[8][4], const unsigned
   for (int k = 0; k < 4; ++k)  // K-major: 16 k are 32 bytes along the rows; MN-major: 16 rows down
     warpgroup_product<COLUMNS>(acc, a[k], tile_matrix(tile + (COLUMNS ? 16 * HEAD : 16) * k));
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
+
+// every product this warp left in flight done
+__device__ __forceinline__ void await_products() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
 
 // acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile's rows as columns:
 // acc = A T^T, T [64 n][64 k]
@@ -149,6 +155,7 @@ __device__ __forceinline__ void multiply_columns(float (&acc)[8][4], const unsig
 }
 #else
 __device__ __forceinline__ void stages_landed() {}
+__device__ __forceinline__ void await_products() {}  // mma.sync's are done on return
 
 // acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile's rows as columns:
 // acc = A T^T, T [64 n][64 k] (ldmatrix: the tile's rows are B's columns)
