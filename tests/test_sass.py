@@ -29,9 +29,20 @@ KERNELS = Path(__file__).with_name("sass_kernels.cu")
 MUTATIONS_PER_KIND = 100  # per architecture
 
 
+# A wgmma's 32 accumulators d[0..31]: its operand list, and the outputs
+# that bind them (%0..%31)
+ACCUMULATOR_LIST = "{" + ",".join(f"%{i}" for i in range(32)) + "}"
+ACCUMULATOR_OUTPUTS = ", ".join(f'"+f"(d[{i}])' for i in range(32))
+
+
+def _accumulators(source: str) -> str:
+    return source.replace('"{ACCUMULATORS}', '"' + ACCUMULATOR_LIST).replace(
+        ": ACCUMULATOR_OPERANDS", ": " + ACCUMULATOR_OUTPUTS)
+
+
 # A warpgroup's 64 x 64 product over four K steps (wgmma, sm_90a): the
 # accumulators are stored only after wgmma.wait_group 0.
-WGMMA_KERNEL = r"""
+WGMMA_KERNEL = _accumulators(r"""
 __device__ unsigned long long descriptor(const void* p) {
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
   return ((a & 0x3FFFF) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
@@ -46,18 +57,14 @@ extern "C" __global__ void __launch_bounds__(128) k_wgmma(float* c, const unsign
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
   for (int k = 0; k < 4; ++k)
     asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
-      "%28,%29,%30,%31}, %32, %33, 1, 1, 1, 0, 0;"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      "{ACCUMULATORS}, %32, %33, 1, 1, 1, 0, 0;"
+      : ACCUMULATOR_OPERANDS
       : "l"(descriptor(sa + 16 * k)), "l"(descriptor(sb + 16 * k)));
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   for (int i = 0; i < 32; ++i) c[threadIdx.x * 32 + i] = d[i];
 }
-"""
+""")
 
 # A tile brought in by the tensor memory accelerator: one elected lane arms
 # the stage's mbarrier with the bytes to expect and issues the bulk tensor
@@ -100,7 +107,7 @@ extern "C" __global__ void __launch_bounds__(256) k_tensor_copy(float* out, cons
 # uses), a K step per trip of a loop that is not unrolled: each trip loads
 # the next A fragment into the registers the last product read, after
 # wgmma.wait_group 0.
-WGMMA_REGISTERS_KERNEL = WGMMA_KERNEL.split("extern")[0] + r"""
+WGMMA_REGISTERS_KERNEL = WGMMA_KERNEL.split("extern")[0] + _accumulators(r"""
 extern "C" __global__ void __launch_bounds__(128) k_wgmma_registers(float* c, const unsigned* a,
                                                                     const unsigned short* b) {
   __shared__ __align__(1024) unsigned short sb[64 * 64];
@@ -115,19 +122,15 @@ extern "C" __global__ void __launch_bounds__(128) k_wgmma_registers(float* c, co
     const unsigned f2 = a[(4 * k + 2) * 128 + threadIdx.x], f3 = a[(4 * k + 3) * 128 + threadIdx.x];
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
     asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
-      "%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, 1, 1, 1, 0;"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      "{ACCUMULATORS}, {%32,%33,%34,%35}, %36, 1, 1, 1, 0;"
+      : ACCUMULATOR_OPERANDS
       : "r"(f0), "r"(f1), "r"(f2), "r"(f3), "l"(descriptor(sb + 16 * k)));
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   }
   for (int i = 0; i < 32; ++i) c[threadIdx.x * 32 + i] = d[i];
 }
-"""
+""")
 
 
 def _compile(source: str, arch: str) -> bytes:
