@@ -108,15 +108,14 @@ __device__ __forceinline__ void stages_landed() { asm volatile("fence.proxy.asyn
 // A tile as a wgmma operand: 128-byte rows, 8 of them (1024 bytes) a group,
 // 128-byte swizzled; as columns (MN-major) one 64-wide block of them
 __device__ __forceinline__ unsigned long long tile_matrix(const HALF* p) {
-  return ((shared_address(p) & 0x3FFFFu) >> 4) | (static_cast<unsigned long long>(8192 >> 4) << 16) |
-         (static_cast<unsigned long long>(1024 >> 4) << 32) | (1ull << 62);
+  return matrix(p, TILE_HALVES * sizeof(HALF), 1024, SWIZZLE_128);
 }
 
 // d (the warpgroup's 64 x 64, this warp's 16 rows) += a (16 x 16, registers)
 // times B (16 x 64) in shared memory, K-major (COLUMNS 0) or MN-major (1)
 template <int COLUMNS>
 __device__ __forceinline__ void warpgroup_product(float (&d)[8][4], const unsigned (&a)[4], unsigned long long b) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." MMA_HALF "." MMA_HALF " "
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16" WGMMA_TYPES " "
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"
                "%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, 1, 1, 1, %37;"
                : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),

@@ -209,6 +209,22 @@ __device__ __forceinline__ void barrier_wait(unsigned long long* barrier, unsign
   }
 }
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// ---- warpgroup products (wgmma, sm_90a) ----
+
+#define WGMMA_TYPES ".f32." MMA_HALF "." MMA_HALF
+
+// A shared-memory matrix for wgmma: the byte strides between 64-wide MN
+// columns (leading) and between groups of 8 rows (stride), and the swizzle
+// of its 16-byte chunks (SWIZZLE_128 or SWIZZLE_64 bytes).
+constexpr unsigned long long SWIZZLE_128 = 1, SWIZZLE_64 = 2;
+__device__ __forceinline__ unsigned long long matrix(const HALF* p, unsigned leading, unsigned stride,
+                                                     unsigned long long swizzle) {
+  return ((shared_address(p) & 0x3FFFFu) >> 4) | (static_cast<unsigned long long>(leading >> 4) << 16) |
+         (static_cast<unsigned long long>(stride >> 4) << 32) | (swizzle << 62);
+}
+#endif
+
 // four 8 x 8 matrices of 16-bit words; lane l names row l % 8 of matrix l / 8
 __device__ __forceinline__ void load_matrices(unsigned (&r)[4], const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"

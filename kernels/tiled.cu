@@ -252,22 +252,6 @@ __device__ __forceinline__ bool meet_k_blocks(float (&values)[VALUES], int threa
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#if HALF_BFLOAT16
-#define WGMMA_TYPES ".f32.bf16.bf16"
-#else
-#define WGMMA_TYPES ".f32.f16.f16"
-#endif
-
-// A shared-memory matrix for wgmma: the byte strides between 64-wide MN
-// columns (leading) and between groups of 8 rows (stride), and the swizzle
-// of its 16-byte chunks (SWIZZLE_128 or SWIZZLE_64 bytes).
-constexpr unsigned long long SWIZZLE_128 = 1, SWIZZLE_64 = 2;
-__device__ __forceinline__ unsigned long long matrix(const HALF* p, unsigned leading, unsigned stride,
-                                                     unsigned long long swizzle) {
-  return ((shared_address(p) & 0x3FFFFu) >> 4) | (static_cast<unsigned long long>(leading >> 4) << 16) |
-         (static_cast<unsigned long long>(stride >> 4) << 32) | (swizzle << 62);
-}
-
 // d (64 x N, the warpgroup's) += A (64 x 16) B (16 x N), operands in shared memory
 template <int N_TILE>
 struct Warpgroup;
