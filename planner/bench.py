@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from planner.model.config import Config
+from planner.schedule.urgency import floor_us
 
 WARMUP, TIMED = 10, 50
 
@@ -129,26 +130,6 @@ def torch_step_ms(config: Config, parameters: np.ndarray, setup: str) -> float:
         b.synchronize()
         times.append(a.elapsed_time(b))
     return statistics.median(times)
-
-
-# The H200's ceilings measured on this workplace's machines (copy bandwidth
-# counting bytes read and written; bf16 products on random data).
-BANDWIDTH = 4.3e12
-MATRIX_RATE = 790e12
-
-
-def floor_us(plan, index: int) -> float:
-    """A launch's floor: its bytes over the bandwidth, or a product's
-    operations over the matrix rate, whichever is larger."""
-    launch = plan.launches[index]
-    img = plan.image[launch.image]
-    # a read-write argument moves its bytes twice
-    moved = sum((a.stop - a.start) * (2 if a.reads and a.writes else 1) for a in launch.accesses)
-    operations = 0
-    if img.family.startswith("tiled"):
-        c = img.constant_map
-        operations = 2 * c["m"] * c["n"] * c["k"]
-    return max(moved / BANDWIDTH, operations / MATRIX_RATE) * 1e6
 
 
 def kernel_times(plan, device, submission: int, repeat: int = 20) -> dict[str, tuple[int, float, float]]:

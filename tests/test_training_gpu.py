@@ -91,11 +91,12 @@ def test_launches_side_by_side_give_the_bits_of_launches_one_by_one(gpu, plan):
     assert side_by_side == one_by_one
 
 
-def test_a_submissions_graph_has_exactly_the_plans_dependencies(gpu, plan):
+def test_a_submissions_graph_has_exactly_the_plans_dependencies_and_ranks(gpu, plan):
     from cuda.bindings import driver as cu
 
     from planner.runtime.cuda import CudaDevice
     from planner.runtime.driver import call
+    from planner.schedule.urgency import ranks
     device = CudaDevice(plan, gpu)
     try:
         update = plan.submissions[plan.notes["submissions"]["update"][0]]
@@ -110,6 +111,13 @@ def test_a_submissions_graph_has_exactly_the_plans_dependencies(gpu, plan):
         # programmatic exactly where the images wait for their predecessors (sm_90)
         programmatic = cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
         assert {d.type == programmatic for d in data} == {device.dependent_launch}
+        # each node at its launch's rank: the longest path first
+        least, greatest = call("cuCtxGetStreamPriorityRange")
+        rank = ranks(plan, update.index, least - greatest + 1)
+        attribute = cu.CUkernelNodeAttrID.CU_LAUNCH_ATTRIBUTE_PRIORITY
+        assert {index: call("cuGraphKernelNodeGetAttribute", node, attribute).priority - greatest
+                for index, node in g.nodes.items()} == rank
+        assert len(set(rank.values())) > 1
     finally:
         device.close()
 

@@ -23,6 +23,7 @@ from planner.runtime.driver import call
 from planner.runtime.nvrtc import compile_image
 from planner.runtime.tensor_maps import launch_parameters
 from planner.schedule.plan import Plan
+from planner.schedule.urgency import ranks
 
 
 class NoDevice(RuntimeError):
@@ -177,15 +178,26 @@ class CudaDevice:
         launches nothing orders run side by side. From sm_90 on the edges
         are programmatic: a launch may start while those before it drain,
         and its image waits for them before touching memory (the
-        certificate holds every sm_90 image to that)."""
+        certificate holds every sm_90 image to that). Each node carries its
+        launch's rank (urgency.ranks) as its priority, so launches on the
+        longest path get the multiprocessors before those with slack."""
+        from cuda.bindings import driver as cu
         graph = call("cuGraphCreate", 0)
         g = _Graph(graph, None, {})
+        least, greatest = call("cuCtxGetStreamPriorityRange")
+        rank = ranks(self.plan, submission, least - greatest + 1)
         for index, after in self.plan.submissions[submission].waits():
             node = call("cuGraphAddKernelNode", graph, [], 0, self._node_params(g, index))
+            priority = cu.CUkernelNodeAttrValue()
+            priority.priority = greatest + rank[index]
+            call("cuGraphKernelNodeSetAttribute", node, cu.CUkernelNodeAttrID.CU_LAUNCH_ATTRIBUTE_PRIORITY,
+                 priority)
             for a in after:
                 self._link(graph, g.nodes[a], node)
             g.nodes[index] = node
-        g.exec = call("cuGraphInstantiate", graph, 0)
+        # without this flag a graph runs every node at its stream's priority
+        g.exec = call("cuGraphInstantiate", graph,
+                      int(cu.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY))
         self.graphs[submission] = g
         return g
 
