@@ -138,6 +138,12 @@ __device__ __forceinline__ void add_values(float (&values)[VALUES], const float 
   for (int v = 0; v < VALUES; ++v) values[v] += theirs[v];
 }
 
+// tanh(sqrt_two_over_pi (x + cubic x^3)), the tanh GELU's inner term: one
+// function, so the forward and the backward round it alike
+__device__ __forceinline__ float gelu_tanh(float x, float sqrt_two_over_pi, float cubic) {
+  return tanhf(sqrt_two_over_pi * (x + cubic * x * x * x));
+}
+
 // ---- the launch before ----
 
 // On sm_90 a submission's graph links its launches by programmatic

@@ -126,8 +126,16 @@ def test_a_plan_larger_than_the_device_is_refused(gpu):
     from dataclasses import replace
 
     from planner.runtime.cuda import CudaDevice, NoDevice
-    huge = replace(DEFAULT, shape=replace(DEFAULT.shape, batch=256),
-                   run=replace(DEFAULT.run, arena_limit=1 << 40, staging_bytes=32 << 20, copy_piece_bytes=8 << 20))
-    plan = build_plan(huge)
+    from planner.runtime.driver import call
+    total = call("cuMemGetInfo")[1]
+    batch = 64
+    while True:   # sequences a step enough for an arena past the device's memory
+        huge = replace(DEFAULT, shape=replace(DEFAULT.shape, batch=batch),
+                       run=replace(DEFAULT.run, arena_limit=1 << 44, staging_bytes=batch << 18,
+                                   copy_piece_bytes=batch << 16))
+        plan = build_plan(huge)
+        if plan.window["arena"].bytes > total:
+            break
+        batch *= 2
     with pytest.raises(NoDevice, match="arena needs"):
         CudaDevice(plan, gpu)

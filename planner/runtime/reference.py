@@ -323,8 +323,7 @@ def _gelu_terms(x, s):
 
 def _gated_gelu_forward(c, x, s):
     gate, th, _, _ = _gelu_terms(x, s)
-    gelu = 0.5 * gate * (1.0 + th)
-    return {"gelu": gelu, "gated": gelu * _f64(x["up"])[: s["elements"]]}
+    return {"gated": 0.5 * gate * (1.0 + th) * _f64(x["up"])[: s["elements"]]}
 
 
 def _gated_gelu_backward(c, x, s):
@@ -332,7 +331,7 @@ def _gated_gelu_backward(c, x, s):
     gate, th, k, cubic = _gelu_terms(x, s)
     slope = 0.5 * (1.0 + th) + 0.5 * gate * (1.0 - th * th) * k * (1.0 + 3.0 * cubic * gate * gate)
     dy = _f64(x["gated_gradient"])[:n]
-    return {"up_gradient": dy * _f64(x["gelu"])[:n], "gate_gradient": dy * _f64(x["up"])[:n] * slope}
+    return {"up_gradient": dy * 0.5 * gate * (1.0 + th), "gate_gradient": dy * _f64(x["up"])[:n] * slope}
 
 
 # ---- the tiled products ----
@@ -387,9 +386,9 @@ REFERENCES: dict[str, Reference] = {
     "embedding-scatter": Reference({"gradient": F32, "dy": F32, "ids": I32}, _embedding_scatter),
     "adamw": Reference({"parameters": F32, "gradients": F32, "first_moments": F32, "second_moments": F32,
                         "halves": HALF}, _adamw),
-    "gated-gelu-forward": Reference({"gelu": F32, "gated": HALF, "up": F32, "gate": F32}, _gated_gelu_forward),
+    "gated-gelu-forward": Reference({"gated": HALF, "up": F32, "gate": F32}, _gated_gelu_forward),
     "gated-gelu-backward": Reference({"up_gradient": HALF, "gate_gradient": HALF, "gated_gradient": F32,
-                                      "gelu": F32, "up": F32, "gate": F32}, _gated_gelu_backward),
+                                      "up": F32, "gate": F32}, _gated_gelu_backward),
     "tiled": Reference(_PRODUCT, _tiled),
     "tiled-add": Reference(_PRODUCT | {"r": F32}, _tiled),
 }

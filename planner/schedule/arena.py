@@ -235,10 +235,12 @@ def seed_layout(config: Config) -> Layout:
     put("report", off["normalized-input"] + plane, loss_block + row_bytes)
 
     # the saved activations: what each layer's backward reads of its forward
+    # (not the seed's gelu plane: the backward works GELU out again from the
+    # gate, as cheaply as it could read it)
     saved_items = [("norm1-statistics", statistics), ("norm1-half", half_plane), ("queries", heads_half),
                    ("keys", kv_half), ("values-t", kv_half), ("log-sum-exp", lse), ("merged-half", half_plane),
                    ("projection", plane), ("norm2-statistics", statistics), ("norm2-half", half_plane),
-                   ("up", ffn), ("gate", ffn), ("gelu", ffn), ("gated-half", ffn_half)]
+                   ("up", ffn), ("gate", ffn), ("gated-half", ffn_half)]
     saved_offsets, cursor = {}, 0
     for name, nbytes in saved_items:
         saved_offsets[name] = cursor

@@ -328,7 +328,7 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
         tiled(b, "r", "r", T, F, W, sv("up"), sv("norm2-half"), h("up"))
         tiled(b, "r", "r", T, F, W, sv("gate"), sv("norm2-half"), h("gate"))
         b.launch(image("gated-gelu-forward", half=_half(b.config)),
-                 {"gelu": sv("gelu"), "gated": sv("gated-half"), "up": sv("up"), "gate": sv("gate")},
+                 {"gated": sv("gated-half"), "up": sv("up"), "gate": sv("gate")},
                  **_gelu_scalars(b, T * F))
         tiled(b, "r", "r", T, W, F, out, sv("gated-half"), h("down"), residual=sv("projection"))
 
@@ -394,7 +394,7 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
     with b.phase(FFN_GATE):
         b.launch(image("gated-gelu-backward", half=_half(b.config)),
                  {"up_gradient": at("ffn-gradient-half"), "gate_gradient": at("gate-gradient"),
-                  "gated_gradient": at("gated-gradient"), "gelu": sv("gelu"), "up": sv("up"), "gate": sv("gate")},
+                  "gated_gradient": at("gated-gradient"), "up": sv("up"), "gate": sv("gate")},
                  **_gelu_scalars(b, T * F))
         tiled(b, "c", "c", F, W, T, g("up"), at("ffn-gradient-half"), sv("norm2-half"))
         tiled(b, "r", "c", T, W, F, at("norm2-up-gradient"), at("ffn-gradient-half"), h("up"))
