@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 
 from planner.schedule.plan import Plan
 
-# The H200's ceilings measured on this workplace's machines (copy bandwidth
-# counting bytes read and written; bf16 products on random data).
+# The H200's ceilings, measured on it (copy bandwidth counting bytes read
+# and written; bf16 products on random data).
 BANDWIDTH = 4.3e12
 MATRIX_RATE = 790e12
 # The smallest launches of an update (a copy, the last AdamW piece) take
