@@ -70,7 +70,7 @@ def summary(plan: Plan) -> str:
     """A readable account of the plan: windows, planes per phase, launches
     per phase, submissions (and how deep their dependencies go), the run,
     parameters."""
-    from planner.schedule.order import depth
+    from planner.schedule.urgency import depth
     lines = [f"plan {plan.digest[:16]}  layout {plan.layout}  ({len(plan.launches)} launches, "
              f"{len(plan.submissions)} submissions, {len(plan.run)} run steps, {len(plan.images)} images)"]
     if plan.parameter_count():

@@ -9,7 +9,8 @@ from dataclasses import replace
 
 from planner.certify.properties import check
 from planner.schedule.graph import RunGraph
-from planner.schedule.order import WIDTH, dependencies, depth
+from planner.schedule.order import WIDTH, dependencies
+from planner.schedule.urgency import depth
 from tests.plans import Builder
 
 

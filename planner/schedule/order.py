@@ -63,15 +63,6 @@ def dependencies(launches: Sequence[Launch]) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def depth(submission: Submission) -> int:
-    """The most launches of the submission one waits for after another:
-    the longest chain the device must run one at a time."""
-    depth: dict[int, int] = {}
-    for index, after in submission.waits():
-        depth[index] = 1 + max((depth[a] for a in after), default=0)
-    return max(depth.values(), default=0)
-
-
 def ordered(submissions: Sequence[Submission], launches: Sequence[Launch]) -> tuple[Submission, ...]:
     """The submissions, each with its launches' dependencies derived."""
     out = []

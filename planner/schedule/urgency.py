@@ -1,4 +1,5 @@
-"""Which launches of a submission the device should start first.
+"""Which launches of a submission the device should start first, from the
+longest paths through its dependencies (and how deep those go).
 
 The dependencies (order.py) say what a launch must wait for and leave the
 device free to run the rest side by side. Launches side by side compete for
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from planner.schedule.plan import Plan
+from planner.schedule.plan import Plan, Submission
 
 # The H200's ceilings, measured on it (copy bandwidth counting bytes read
 # and written; bf16 products on random data).
@@ -64,6 +65,13 @@ def slack(waits: Iterable[tuple[int, tuple[int, ...]]], cost: Mapping[int, float
         rest[index] = cost[index] + max((rest[b] for b in later[index]), default=0.0)
     span = max(rest.values(), default=0.0)
     return span, {index: span - start[index] - rest[index] for index, _ in waits}
+
+
+def depth(submission: Submission) -> int:
+    """The most launches of the submission one waits for after another:
+    the longest chain the device must run one at a time (the longest path
+    when every launch costs one)."""
+    return round(slack(submission.waits(), {index: 1 for index in submission.launches()})[0])
 
 
 def ranks(plan: Plan, submission: int, levels: int) -> dict[int, int]:
