@@ -61,10 +61,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     // work) takes
     // (step n - 1's d_v and d_k products, in flight until here, have read
     // its tiles)
-    copy_wait<0>();
-    stages_landed();
-    await_products();
-    part_sync(part);
+    begin_step(part);
     if (n + 1 < walk) copy_step(n + 1);
     const Stage& stage = stages[n & 1];
     const bool diagonal = (part + n * PARTS) % query_tiles == 0;

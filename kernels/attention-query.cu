@@ -67,10 +67,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     // tile i has landed and every warp of the part is done with tile i - 1,
     // whose buffers the copy of tile i + 1 (overlapping this tile's work) takes
     // (tile i - 1's dQ, in flight until here, has read its keys)
-    copy_wait<0>();
-    stages_landed();
-    await_products();
-    part_sync(part);
+    begin_step(part);
     if (i + 1 < walk) copy_pair(i + 1);
     const int j = part + i * PARTS;
     const HALF* keys = stages + (i & 1) * TILE_HALVES;

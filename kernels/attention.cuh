@@ -188,6 +188,17 @@ __device__ __forceinline__ void multiply_columns(float (&acc)[8][4], const unsig
 
 #endif
 
+// A step of a part's walk begins: its tiles have landed (and are visible to
+// the warpgroup products), the products of the step before, left in flight
+// until here, are done with the buffers the next copy takes, and every warp
+// of the part is here.
+__device__ __forceinline__ void begin_step(int part) {
+  copy_wait<0>();
+  stages_landed();
+  await_products();
+  part_sync(part);
+}
+
 // an accumulator (16 x 64 binary32) as A fragments in the half format: the
 // element layouts of mma's C and A agree, so each thread packs its own values
 __device__ __forceinline__ void to_fragments(unsigned (&a)[4][4], const float (&acc)[8][4]) {
