@@ -101,10 +101,6 @@ __device__ __forceinline__ void load_rows(unsigned (&a)[4][4], const HALF* plane
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// the stage's copies (cp.async, the generic proxy) made visible to the
-// warpgroup products' reads (the async proxy), before the part's barrier
-__device__ __forceinline__ void stages_landed() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
 // A tile as a wgmma operand: 128-byte rows, 8 of them (1024 bytes) a group,
 // 128-byte swizzled; as columns (MN-major) one 64-wide block of them
 __device__ __forceinline__ unsigned long long tile_matrix(const HALF* p) {
@@ -153,7 +149,6 @@ __device__ __forceinline__ void multiply_columns(float (&acc)[8][4], const unsig
   multiply_tile<1>(acc, a, tile);
 }
 #else
-__device__ __forceinline__ void stages_landed() {}
 __device__ __forceinline__ void await_products() {}  // mma.sync's are done on return
 
 // acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile's rows as columns:
@@ -194,7 +189,7 @@ __device__ __forceinline__ void multiply_columns(float (&acc)[8][4], const unsig
 // of the part is here.
 __device__ __forceinline__ void begin_step(int part) {
   copy_wait<0>();
-  stages_landed();
+  shared_to_async_proxy();
   await_products();
   part_sync(part);
 }

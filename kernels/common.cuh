@@ -215,6 +215,15 @@ __device__ __forceinline__ void barrier_wait(unsigned long long* barrier, unsign
   }
 }
 
+// What the block wrote to shared memory (stores, cp.async: the generic
+// proxy), or saw land there through an mbarrier, made visible to the async
+// proxy's reads (warpgroup products). Only sm_90a keeps the two apart.
+__device__ __forceinline__ void shared_to_async_proxy() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // ---- warpgroup products (wgmma, sm_90a) ----
 

@@ -352,7 +352,7 @@ __device__ __forceinline__ void product_async(float* c, const HALF* a, const HAL
     // (the async proxy); every warpgroup is done with step - 2's products,
     // whose stage is refilled next
     copy_wait<STAGES - 3>();
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    shared_to_async_proxy();
     __syncthreads();
     if (step + STAGES - 2 < STEPS) copy_step(step + STAGES - 2);
     copy_commit();
@@ -522,7 +522,7 @@ __device__ __forceinline__ void multiply_tiles(float* c, unsigned long long* ful
       barrier_wait(&full[s], (it / STAGES) & 1);
       // the copies' writes, seen here through the mbarrier, made visible to
       // the products' reads (the async proxy)
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      shared_to_async_proxy();
       multiply_stage(d, shared + s * STAGE_HALVES, warpgroup);
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
       if (step > 0 && lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
@@ -565,7 +565,7 @@ __device__ __forceinline__ void multiply_tiles_alternating(float* c, unsigned lo
     for (int step = 0; step < STEPS; ++step) {
       const int it = j * STEPS + step, s = it % STAGES;
       barrier_wait(&full[s], (it / STAGES) & 1);
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      shared_to_async_proxy();
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) issue_products(d[h], shared + s * STAGE_HALVES, h);
