@@ -11,6 +11,7 @@ from planner.kernels.manifest import POINTER, image
 from planner.schedule.plan import (DEVICE, HOST_MAPPED, HOST_READ, HOST_WRITE, SUBMIT, WAIT, Address, Phase, Plan,
                                    Plane, Slot, Step, Submission, Window, launch_accesses)
 from planner.schedule.plan import Launch
+from planner.schedule.submissions import merge_ranges
 
 ARENA, STAGING = "arena", "staging"
 # the elementwise images, and a scatter for an access that reads and writes
@@ -265,13 +266,7 @@ def without_step(plan: Plan, position: int) -> Plan:
 
 
 def _ranges(launches: list[int]) -> tuple[tuple[int, int], ...]:
-    ranges: list[list[int]] = []
-    for i in launches:
-        if ranges and ranges[-1][0] + ranges[-1][1] == i:
-            ranges[-1][1] += 1
-        else:
-            ranges.append([i, 1])
-    return tuple(map(tuple, ranges))
+    return merge_ranges([(i, 1) for i in launches])
 
 
 def drop_launch(plan: Plan, index: int) -> Plan:

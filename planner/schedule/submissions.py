@@ -35,7 +35,7 @@ from planner.schedule.order import dependencies
 from planner.schedule.plan import HOST_READ, HOST_WRITE, SUBMIT, WAIT, Launch, Step, Submission
 
 
-def _merge(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+def merge_ranges(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """cgPush: a range that starts where the last one ends extends it."""
     out: list[tuple[int, int]] = []
     for first, count in ranges:
@@ -55,7 +55,7 @@ class Schedule:
     groups: dict[str, list[int]] = field(default_factory=dict)
 
     def add(self, group: str, *marks: tuple[int, int]) -> None:
-        index, ranges = len(self.submissions), _merge(list(marks))
+        index, ranges = len(self.submissions), merge_ranges(list(marks))
         issued = [self.launches[i] for first, count in ranges for i in range(first, first + count)]
         self.submissions.append(Submission(index, ranges, index, dependencies(issued)))
         self.groups.setdefault(group, []).append(index)
