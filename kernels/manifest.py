@@ -446,7 +446,7 @@ class Tile:
 # 64 along K (half the waits per product), warp tiles of 64 x 64 (18), and
 # Hopper's warpgroup products, which other cards run as mma.sync (20..31;
 # 28..31 in K groups; 32..37 with K split across a cluster's blocks; 38..45
-# fed by tensor copies, with the H200's deeper rings)
+# fed by tensor copies, with the H200's deeper rings; 46 a ring of five)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
@@ -466,6 +466,7 @@ TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4, block_k=64, wgmma=2), Tile(128, 128, 4, 2, 4, block_k=64, wgmma=3),
     Tile(128, 128, 6, 2, 4, block_k=64, wgmma=3), Tile(64, 128, 4, 2, 2, block_k=64, wgmma=2),
     Tile(64, 64, 6, 2, 2, block_k=64, wgmma=2), Tile(64, 128, 8, 2, 2, block_k=64, wgmma=2),
+    Tile(128, 128, 5, 2, 4, block_k=64, wgmma=3),
 )
 # Shared memory a block may take where no tiles table says otherwise: every
 # card the images serve has it (sm_86's opt-in limit).
