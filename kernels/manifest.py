@@ -286,11 +286,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: {"gated": s["elements"] * HALF_BYTES, "up": s["elements"] * 4, "gate": s["elements"] * 4},
            constants=("half",)),
     Family("gated-gelu-backward", _args(
-        f"up_gradient:w gate_gradient:w gated_gradient:r up:r gate:r {_GELU_SCALARS}"),
+        f"pair_gradient:w gated_gradient:r up:r gate:r {_GELU_SCALARS}"),
         _fixed(256), lambda c, s: (_blocks(s["elements"], 256), 1, 1),
-        lambda c, s: {"up_gradient": s["elements"] * HALF_BYTES, "gate_gradient": s["elements"] * HALF_BYTES,
+        # rows of 2 ffn halves, the up gradient's then the gate gradient's
+        # (the plan's elements are whole rows)
+        lambda c, s: {"pair_gradient": -(-s["elements"] // c["ffn"]) * 2 * c["ffn"] * HALF_BYTES,
                       "gated_gradient": s["elements"] * 4, "up": s["elements"] * 4, "gate": s["elements"] * 4},
-        constants=("half",)),
+        constants=("half", "ffn")),
     Family("tiled", _args("c:w a:r b:r"), _product_block,
            _product_grid, _product_extents,
            registers=255, shared=_product_shared,

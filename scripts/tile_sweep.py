@@ -13,7 +13,11 @@ zeros), C poisoned with NaN, the relative error against a float64 product on
 the GPU must be under 1e-4. A time is one launch's share of a graph of
 REPEATS launches back to back (the plan's own gaps); the anchor is
 torch.matmul with half output timed the same way (a captured CUDA graph).
-Needs a GPU, torch and the planner (no Z3).
+A shape whose tiles were also timed inside the whole update (`step_ms` in
+the table written before: the update's median, ms, with each tile) keeps
+the tile of the fastest update: a tile fastest alone can be slower beside
+the update's other launches (one of clusters waits for multiprocessors
+free together). Needs a GPU, torch and the planner (no Z3).
 """
 
 from __future__ import annotations
@@ -146,11 +150,15 @@ def main() -> int:
         driver.close_device(device)
         (args.out / "tile-sweep.json").write_text(json.dumps({"device": device_name, "shared_limit": shared_limit,
                                                               "shapes": results}, indent=1))
+    before = json.loads(args.write.read_text())["choices"] if args.write and args.write.exists() else {}
     choices = {}
     for key, row in results.items():
-        tile = choose(products[key], row)
+        in_step = before.get(key, {}).get("step_ms")
+        tile = int(min(in_step, key=in_step.get)) if in_step else choose(products[key], row)
         best = row["tiles"][str(tile)]["us"]
         choices[key] = {"tile": tile, "us": round(best, 2), "cublas_us": round(row["torch_us"], 2)}
+        if in_step:
+            choices[key]["step_ms"] = in_step
         print(f"{key:28s} tile {tile:2d} {best:7.1f} us  cuBLAS {row['torch_us']:7.1f} us  "
               f"ratio {row['torch_us'] / best:5.2f}  ({len(row['tiles'])} tiles)", flush=True)
     if args.write:

@@ -50,7 +50,7 @@ def family_images(s: Shape, half: str) -> list[Image]:
         image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab),
         image("embedding-scatter", vocab=s.vocab, **rows),
         image("adamw", elements=ADAMW_ELEMENTS, half=half),
-        image("gated-gelu-forward", half=half), image("gated-gelu-backward", half=half),
+        image("gated-gelu-forward", half=half), image("gated-gelu-backward", half=half, ffn=s.ffn),
     ]
     missing = set(FAMILIES) - {i.family for i in out} - {"tiled", "tiled-add"}
     assert not missing, f"families without a test image: {sorted(missing)}"

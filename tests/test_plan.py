@@ -116,7 +116,7 @@ def expected_counts(config) -> dict[str, int]:
     elements = lay.parameter_bytes // 4
     per_bank = ceil(elements / MAXIMUM_ELEMENTS)
     forward = 1 + 11 * L + 3             # gather; 11 a layer; norm, logits, last row
-    backward = 3 + 1 + 5 + 22 * L + 2    # loss; its gradient; output's gradient; 22 a layer; ids' copy, scatter
+    backward = 3 + 1 + 5 + 20 * L + 2    # loss; its gradient; output's gradient; 20 a layer; ids' copy, scatter
     transfer = _pieces(3 * lay.parameter_bytes, r.staging_bytes, lay.parameter_bytes, r.copy_piece_bytes)
     return {
         "initialize": 4 * per_bank + (4 * L + 2) + (1 + 5 * L),   # draws and zeros; gains and shifts; recast
@@ -165,7 +165,9 @@ def test_launch_and_submission_counts(config):
     assert len(plan.submissions) == 1 + 2 * chunks + 1 + pieces + 1 + chunks + 1 + 1
     per_phase = Counter(l.phase for l in plan.launches)
     L = config.shape.layers
-    assert per_phase["coppelius/ffn-gate"] == 7 * L and per_phase["coppelius/qkv"] == 5 * L
+    # the gated GELU's backward, one product for the up and gate weights' gradients and one for the
+    # data gradient through both, the layer norm's backward (two launches)
+    assert per_phase["coppelius/ffn-gate"] == 5 * L and per_phase["coppelius/qkv"] == 5 * L
     assert per_phase["coppelius/head-layout"] == 2 * L and per_phase["coppelius/attention-head"] == 2 * L
     # the prediction's, the update's, the final's, the evaluation's
     assert per_phase["coppelius/layer"] == 11 * L * 4
@@ -233,3 +235,32 @@ def test_other_shapes_are_consistent(shape):
         for a in l.accesses:
             assert any(p.window == a.window and p.offset <= a.start and a.stop <= p.stop for p in planes), \
                 (l.index, l.image, a)
+
+
+def test_a_layers_up_and_gate_gradients_are_one_product_each_way(default_plan):
+    """The gated GELU's backward writes the up and gate gradients side by
+    side in each row of one plane; the data gradient through both weights is
+    one product over K = 2 ffn and the two weight gradients one product over
+    M = 2 ffn, each reading (or writing) the up entry and the gate entry
+    after it as one."""
+    s, lay = DEFAULT.shape, seed_layout(DEFAULT)
+    F, W, T = s.ffn, s.width, s.tokens
+    gate_phase = [l for l in default_plan.launches if l.phase == "coppelius/ffn-gate"][:5]
+    names = [l.image for l in gate_phase]
+    assert names[:3] == ["gated-gelu-backward", f"tiled-cc-m{2 * F}-n{W}-k{T}", f"tiled-rc-m{T}-n{W}-k{2 * F}"]
+    pair = next(a for a in gate_phase[0].accesses if a.argument == "pair_gradient")
+    assert pair.stop - pair.start == T * 2 * F * 2
+    last = s.layers - 1   # the backward walks the layers down
+    up, gate = lay.entry(f"layer{last}.up"), lay.entry(f"layer{last}.gate")
+    weights = next(a for a in gate_phase[2].accesses if a.argument == "b")
+    assert (weights.start, weights.stop) == (lay.half(up.name)[1], lay.half(gate.name)[1] + gate.bytes // 2)
+    gradients = next(a for a in gate_phase[1].accesses if a.argument == "c")
+    assert (gradients.start, gradients.stop) == (lay.bank("gradients", up.name)[1],
+                                                 lay.bank("gradients", gate.name)[1] + gate.bytes)
+
+
+def test_a_product_over_two_entries_needs_them_side_by_side():
+    lay = seed_layout(DEFAULT)
+    lay.adjacent("layer0.up", "layer0.gate")
+    with pytest.raises(ValueError, match="not side by side"):
+        lay.adjacent("layer0.up", "layer0.down")

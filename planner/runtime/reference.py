@@ -331,7 +331,11 @@ def _gated_gelu_backward(c, x, s):
     gate, th, k, cubic = _gelu_terms(x, s)
     slope = 0.5 * (1.0 + th) + 0.5 * gate * (1.0 - th * th) * k * (1.0 + 3.0 * cubic * gate * gate)
     dy = _f64(x["gated_gradient"])[:n]
-    return {"up_gradient": dy * 0.5 * gate * (1.0 + th), "gate_gradient": dy * _f64(x["up"])[:n] * slope}
+    rows, ffn = divmod(n, c["ffn"])
+    assert ffn == 0, "whole rows of the gated activation"
+    up_gradient = (dy * 0.5 * gate * (1.0 + th)).reshape(rows, c["ffn"])
+    gate_gradient = (dy * _f64(x["up"])[:n] * slope).reshape(rows, c["ffn"])
+    return {"pair_gradient": np.concatenate([up_gradient, gate_gradient], axis=1).reshape(-1)}
 
 
 # ---- the tiled products ----
@@ -387,8 +391,8 @@ REFERENCES: dict[str, Reference] = {
     "adamw": Reference({"parameters": F32, "gradients": F32, "first_moments": F32, "second_moments": F32,
                         "halves": HALF}, _adamw),
     "gated-gelu-forward": Reference({"gated": HALF, "up": F32, "gate": F32}, _gated_gelu_forward),
-    "gated-gelu-backward": Reference({"up_gradient": HALF, "gate_gradient": HALF, "gated_gradient": F32,
-                                      "up": F32, "gate": F32}, _gated_gelu_backward),
+    "gated-gelu-backward": Reference({"pair_gradient": HALF, "gated_gradient": F32, "up": F32, "gate": F32},
+                                     _gated_gelu_backward),
     "tiled": Reference(_PRODUCT, _tiled),
     "tiled-add": Reference(_PRODUCT | {"r": F32}, _tiled),
 }

@@ -118,6 +118,15 @@ class Layout:
         """An entry's half copy: half its offset into the half bank."""
         return self.at("half-copies", self.entry(entry).offset // 2)
 
+    def adjacent(self, first: str, second: str) -> None:
+        """Entry `second` starts where `first` ends, in every bank and in the
+        half copies, so that one product reads or writes both (bump
+        allocation keeps them so: a valid shape's matrices are whole
+        alignment units)."""
+        a, b = self.entry(first), self.entry(second)
+        if a.offset + a.bytes != b.offset:
+            raise ValueError(f"entries {first} and {second} are not side by side in the banks")
+
     def boundary(self, l: int) -> tuple[str, int]:
         return self.at("boundaries", l * self.boundary_stride)
 
@@ -208,7 +217,7 @@ def seed_layout(config: Config) -> Layout:
                     ("down-dy-half", half_plane)])
     put("gated-gradient", off["qkv"], ffn)
     chain(scratch, [("up-gradient", ffn), ("gelu-gradient", ffn), ("gate-gradient", ffn),
-                    ("ffn-input-t", half_plane), ("ffn-gradient-half", ffn_half), ("ffn-gradient-t", ffn_half),
+                    ("ffn-input-t", half_plane), ("ffn-gradient-half", 2 * ffn_half), ("ffn-gradient-t", ffn_half),
                     ("norm2-up-gradient", plane), ("ffn-weight-t", 2 * F * W)])
     put("norm2-gradient", off["down"], plane)
     put("norm2-input-gradient", off["norm-scratch"], plane)
@@ -297,7 +306,8 @@ def _describe(config: Config, layout: Layout) -> dict[str, tuple[str, tuple[int,
     d |= {n: (half, (T, W)) for n in half_planes}
     d |= {n: ("f32", (T, F)) for n in ("up", "gate", "gelu", "gated", "gated-gradient", "up-gradient",
                                          "gelu-gradient", "gate-gradient")}
-    d |= {n: (half, (T, F)) for n in ("gated-half", "ffn-gradient-half", "ffn-gradient-t", "down-gated-t")}
+    d |= {n: (half, (T, F)) for n in ("gated-half", "ffn-gradient-t", "down-gated-t")}
+    d["ffn-gradient-half"] = (half, (T, 2 * F))   # each row the up gradient's, then the gate gradient's
     d |= {n: (half, (B, H, S, 64)) for n in ("queries", "queries-t", "context-gradient-heads", "context-gradient-t")}
     d |= {n: (half, (B, KV, S, 64)) for n in ("keys", "values-t", "values-heads", "keys-t")}
     d |= {"queries-gradient": ("f32", (B, H, S, 64)), "keys-gradient": ("f32", (B, KV, S, 64)),

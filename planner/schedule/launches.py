@@ -392,15 +392,18 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
         tiled(b, "r", "c", T, F, W, at("gated-gradient"), at("down-dy-half"), h("down"))
         tiled(b, "c", "c", W, F, T, g("down"), at("down-dy-half"), sv("gated-half"))
     with b.phase(FFN_GATE):
-        b.launch(image("gated-gelu-backward", half=_half(b.config)),
-                 {"up_gradient": at("ffn-gradient-half"), "gate_gradient": at("gate-gradient"),
-                  "gated_gradient": at("gated-gradient"), "up": sv("up"), "gate": sv("gate")},
+        # each row of the pair's gradient holds the up gradient's row, then
+        # the gate gradient's; with the up and gate entries side by side in
+        # each bank, dX = dUp Wup + dGate Wgate is one product over K = 2 F
+        # (not a second one that adds the first) and the two weight
+        # gradients one product over M = 2 F
+        lay.adjacent(f"layer{l}.up", f"layer{l}.gate")
+        b.launch(image("gated-gelu-backward", half=_half(b.config), ffn=F),
+                 {"pair_gradient": at("ffn-gradient-half"), "gated_gradient": at("gated-gradient"),
+                  "up": sv("up"), "gate": sv("gate")},
                  **_gelu_scalars(b, T * F))
-        tiled(b, "c", "c", F, W, T, g("up"), at("ffn-gradient-half"), sv("norm2-half"))
-        tiled(b, "r", "c", T, W, F, at("norm2-up-gradient"), at("ffn-gradient-half"), h("up"))
-        tiled(b, "c", "c", F, W, T, g("gate"), at("gate-gradient"), sv("norm2-half"))
-        tiled(b, "r", "c", T, W, F, at("norm2-gradient"), at("gate-gradient"), h("gate"),
-              residual=at("norm2-up-gradient"))
+        tiled(b, "c", "c", 2 * F, W, T, g("up"), at("ffn-gradient-half"), sv("norm2-half"))
+        tiled(b, "r", "c", T, W, 2 * F, at("norm2-gradient"), at("ffn-gradient-half"), h("up"))
         layer_norm_backward(b, p("norm2-gain"), g("norm2-gain"), g("norm2-shift"), sv("projection"),
                             at("norm2-gradient"), sv("norm2-statistics"), other, residual=current)
     with b.phase(ATTENTION_OUTPUT):
