@@ -110,6 +110,17 @@ def _elementwise(name: str, spec: str, sizes: dict[str, int], per_thread: int = 
 _GELU_SCALARS = "sqrt_two_over_pi:f32 cubic:f32 half:f32 one:f32 cubic_slope:f32 elements:u32"
 
 
+def _pair_gradient_extents(c: Constants, s: Scalars) -> dict[str, int]:
+    """The gated GELU's backward: rows of 2 ffn halves, the up gradient's
+    then the gate gradient's. Only whole rows are written whole, so a count
+    of elements that ends inside a row is refused: the pair gradient's
+    extent would claim bytes the launch leaves unwritten."""
+    n = s["elements"]
+    if n % c["ffn"]:
+        raise ValueError(f"elements {n} are not whole rows of ffn {c['ffn']}")
+    return {"pair_gradient": n * 2 * HALF_BYTES, "gated_gradient": n * 4, "up": n * 4, "gate": n * 4}
+
+
 def _product_shared(c: Constants) -> int:
     """Each K group's ring of stages; the later groups' (or a cluster's later
     blocks') accumulators reuse it."""
@@ -288,11 +299,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("gated-gelu-backward", _args(
         f"pair_gradient:w gated_gradient:r up:r gate:r {_GELU_SCALARS}"),
         _fixed(256), lambda c, s: (_blocks(s["elements"], 256), 1, 1),
-        # rows of 2 ffn halves, the up gradient's then the gate gradient's
-        # (the plan's elements are whole rows)
-        lambda c, s: {"pair_gradient": -(-s["elements"] // c["ffn"]) * 2 * c["ffn"] * HALF_BYTES,
-                      "gated_gradient": s["elements"] * 4, "up": s["elements"] * 4, "gate": s["elements"] * 4},
-        constants=("half", "ffn")),
+        _pair_gradient_extents, constants=("half", "ffn")),
     Family("tiled", _args("c:w a:r b:r"), _product_block,
            _product_grid, _product_extents,
            registers=255, shared=_product_shared,

@@ -62,6 +62,15 @@ def test_stated_accesses_must_be_the_manifests(small_json):
     _refused(data, "$.launches[5].accesses")
 
 
+def test_a_gated_gelu_backward_ending_inside_a_row_is_refused(small_json):
+    # its pair gradient is written in whole rows of ffn (up, then gate)
+    data = copy.deepcopy(small_json)
+    k = next(k for k, l in enumerate(data["launches"]) if l["image"] == "gated-gelu-backward")
+    slot = next(s for s in data["launches"][k]["slots"] if s["argument"] == "elements")
+    slot["word"] -= 1
+    assert "not whole rows" in str(_refused(data, f"$.launches[{k}]"))
+
+
 def test_a_launch_waits_only_for_launches_issued_before_it(small_json):
     update = small_json["notes"]["submissions"]["update"][0]
     s = small_json["submissions"][update]
