@@ -121,6 +121,30 @@ def _pair_gradient_extents(c: Constants, s: Scalars) -> dict[str, int]:
     return {"pair_gradient": n * 2 * HALF_BYTES, "gated_gradient": n * 4, "up": n * 4, "gate": n * 4}
 
 
+def _layernorm_block(c: Constants) -> int:
+    """A layer norm backward's block: four warps up to 1024 rows (a row a
+    warp: the launch is short, and its longest block sets its time), eight
+    beyond (rows a warp in turn: bandwidth wants the warps). In the update
+    on the H200, a launch with residual: 1 x 1024 3.0 us with four warps
+    against 3.4 with eight; 8 x 1024 23.5 us with four against 19.3 with
+    eight (that one walking its rows without the residual read ahead)."""
+    return 128 if c["rows"] <= 1024 else 256
+
+
+def layernorm_parts(rows: int) -> int:
+    """The blocks of a layer norm's backward: a row for each of the block's
+    warps in turn, as many turns as keep the blocks at most 256 (their
+    partial sums, 2 width words a block, then fit half the rows' plane)."""
+    warps = _layernorm_block({"rows": rows}) // 32
+    return ceil(rows / (warps * ceil(rows / (256 * warps))))
+
+
+def _layernorm_backward_extents(c: Constants, s: Scalars) -> dict[str, int]:
+    rows, width = c["rows"], c["width"]
+    return {k: rows * width * 4 for k in ("dx", "x", "dy")} | {
+        "gamma": width * 4, "statistics": rows * 8, "partials": c["parts"] * 2 * width * 4}
+
+
 def _product_shared(c: Constants) -> int:
     """Each K group's ring of stages; the later groups' (or a cluster's later
     blocks') accumulators reuse it."""
@@ -199,22 +223,19 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                          "gamma": c["width"] * 4, "beta": c["width"] * 4, "statistics": c["rows"] * 8},
            constants=("rows", "width", "half")),
     Family("layernorm-backward", _args(
-        "dx:w x:r dy:r gamma:r x_hat:w statistics:r inverse_width:f32 epsilon:f32"),
-        _fixed(128), lambda c, s: (c["rows"], 1, 1),
-        lambda c, s: {k: c["rows"] * c["width"] * 4 for k in ("dx", "x", "dy", "x_hat")}
-        | {"gamma": c["width"] * 4, "statistics": c["rows"] * 8},
-        constants=("rows", "width")),
+        "dx:w x:r dy:r gamma:r partials:w statistics:r inverse_width:f32 epsilon:f32"),
+        _layernorm_block, lambda c, s: (c["parts"], 1, 1), _layernorm_backward_extents,
+        registers=128, constants=("rows", "width", "parts")),
     Family("layernorm-backward-add", _args(
-        "dx:w x:r dy:r gamma:r x_hat:w statistics:r residual:r inverse_width:f32 epsilon:f32"),
-        _fixed(128), lambda c, s: (c["rows"], 1, 1),
-        lambda c, s: {k: c["rows"] * c["width"] * 4 for k in ("dx", "x", "dy", "x_hat", "residual")}
-        | {"gamma": c["width"] * 4, "statistics": c["rows"] * 8},
-        constants=("rows", "width"), source="layernorm-backward"),
-    Family("layernorm-parameters", _args("gamma_gradient:w dy:r x_hat:r beta_gradient:w"),
-           _fixed(256), lambda c, s: (c["width"] // 4, 1, 1),
+        "dx:w x:r dy:r gamma:r partials:w statistics:r residual:r inverse_width:f32 epsilon:f32"),
+        _layernorm_block, lambda c, s: (c["parts"], 1, 1),
+        lambda c, s: _layernorm_backward_extents(c, s) | {"residual": c["rows"] * c["width"] * 4},
+        registers=128, constants=("rows", "width", "parts"), source="layernorm-backward"),
+    Family("layernorm-parameters", _args("gamma_gradient:w beta_gradient:w partials:r"),
+           _fixed(256), lambda c, s: (2 * c["width"] // 32, 1, 1),
            lambda c, s: {"gamma_gradient": c["width"] * 4, "beta_gradient": c["width"] * 4,
-                         "dy": c["rows"] * c["width"] * 4, "x_hat": c["rows"] * c["width"] * 4},
-           constants=("rows", "width")),
+                         "partials": c["parts"] * 2 * c["width"] * 4},
+           constants=("width", "parts")),
     Family("qk-rope", _args("queries:w keys:w qkv:r cosine:r sine:r"), _fixed(128),
            lambda c, s: (c["batch"] * c["seq"], 1, 1),
            lambda c, s: {"queries": _attention_planes(c)["q"], "keys": _attention_planes(c)["kv"],

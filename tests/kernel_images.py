@@ -3,8 +3,8 @@ the kernel tests."""
 
 from __future__ import annotations
 
-from planner.kernels.manifest import (FAMILIES, STREAMING_ATTENTION, TILE_CANDIDATES, Image, image, product,
-                                      tiled_image, transpose)
+from planner.kernels.manifest import (FAMILIES, STREAMING_ATTENTION, TILE_CANDIDATES, Image, image,
+                                      layernorm_parts, product, tiled_image, transpose)
 from planner.model.config import Shape
 
 DEFAULT = Shape()
@@ -33,12 +33,16 @@ def family_images(s: Shape, half: str) -> list[Image]:
     """Every family but the products at the shape (the transposes both ways)."""
     heads = dict(batch=s.batch, seq=s.seq, heads=s.heads, kv_heads=s.kv_heads, half=half)
     rows = dict(rows=s.tokens, width=s.width)
+    norm = rows | {"parts": layernorm_parts(s.tokens)}
     out = [
         image("random-normal"), image("rotary-table", seq=s.seq), image("fill"), image("copy"),
         image("cast-down", half=half), image("add"), image("argmax", vocab=s.vocab),
         image("gather", vocab=s.vocab, **rows),
-        image("layernorm-forward", half=half, **rows), image("layernorm-backward", **rows), image("layernorm-backward-add", **rows),
-        image("layernorm-parameters", **rows),
+        image("layernorm-forward", half=half, **rows), image("layernorm-backward", **norm),
+        image("layernorm-backward-add", **norm), image("layernorm-parameters", width=s.width, parts=norm["parts"]),
+        # the block of eight warps that eight times the rows take
+        image("layernorm-backward-add", "layernorm-backward-add-rows8x", rows=8 * s.tokens, width=s.width,
+              parts=layernorm_parts(8 * s.tokens)),
         image("qk-rope", **heads), image("value-transpose", **heads),
         # each streaming attention image in every part count it may take
         *(image(f, f"{f}-parts{p}", parts=p, **heads)

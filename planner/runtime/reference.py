@@ -124,9 +124,15 @@ def _layernorm_backward(c, x, s):
     stats = _f64(x["statistics"]).reshape(c["rows"], 2)
     mean, rstd = stats[:, :1], stats[:, 1:]
     x_hat = (_f64(x["x"]).reshape(shape) - mean) * rstd
-    g = _f64(x["dy"]).reshape(shape) * _f64(x["gamma"])
+    dy = _f64(x["dy"]).reshape(shape)
+    g = dy * _f64(x["gamma"])
     dx = rstd * (g - g.mean(axis=1, keepdims=True) - x_hat * (g * x_hat).mean(axis=1, keepdims=True))
-    return {"dx": dx.reshape(-1), "x_hat": x_hat.reshape(-1)}
+    # each block's rows' sums of dy x_hat and of dy, side by side
+    per_part = -(-c["rows"] // c["parts"])
+    starts = np.arange(0, c["rows"], per_part)
+    partials = np.concatenate([np.add.reduceat(dy * x_hat, starts, axis=0), np.add.reduceat(dy, starts, axis=0)],
+                              axis=1)
+    return {"dx": dx.reshape(-1), "partials": partials.reshape(-1)}
 
 
 def _layernorm_backward_add(c, x, s):
@@ -135,9 +141,8 @@ def _layernorm_backward_add(c, x, s):
 
 
 def _layernorm_parameters(c, x, s):
-    dy = _f64(x["dy"]).reshape(c["rows"], c["width"])
-    x_hat = _f64(x["x_hat"]).reshape(c["rows"], c["width"])
-    return {"gamma_gradient": (dy * x_hat).sum(axis=0), "beta_gradient": dy.sum(axis=0)}
+    sums = _f64(x["partials"]).reshape(c["parts"], 2, c["width"]).sum(axis=0)
+    return {"gamma_gradient": sums[0], "beta_gradient": sums[1]}
 
 
 # ---- attention layouts ----
@@ -365,11 +370,11 @@ REFERENCES: dict[str, Reference] = {
     "gather": Reference({"out": F32, "ids": I32, "table": F32}, _gather),
     "layernorm-forward": Reference({"out": HALF, "in": F32, "gamma": F32, "beta": F32, "statistics": F32},
                                    _layernorm_forward),
-    "layernorm-backward": Reference({"dx": F32, "x": F32, "dy": F32, "gamma": F32, "x_hat": F32,
+    "layernorm-backward": Reference({"dx": F32, "x": F32, "dy": F32, "gamma": F32, "partials": F32,
                                      "statistics": F32}, _layernorm_backward),
-    "layernorm-backward-add": Reference({"dx": F32, "x": F32, "dy": F32, "gamma": F32, "x_hat": F32,
+    "layernorm-backward-add": Reference({"dx": F32, "x": F32, "dy": F32, "gamma": F32, "partials": F32,
                                          "statistics": F32, "residual": F32}, _layernorm_backward_add),
-    "layernorm-parameters": Reference({"gamma_gradient": F32, "dy": F32, "x_hat": F32, "beta_gradient": F32},
+    "layernorm-parameters": Reference({"gamma_gradient": F32, "beta_gradient": F32, "partials": F32},
                                       _layernorm_parameters),
     "qk-rope": Reference({"queries": HALF, "keys": HALF, "qkv": F32, "cosine": F32, "sine": F32}, _qk_rope),
     "value-transpose": Reference({"values_t": HALF, "qkv": F32}, _value_transpose),

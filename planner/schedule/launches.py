@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from planner.kernels.manifest import STREAMING_ATTENTION, Image, attention, image, product, transpose
+from planner.kernels.manifest import STREAMING_ATTENTION, Image, attention, image, layernorm_parts, product, transpose
 from planner.model import float32 as f32
 from planner.model.config import Config
 from planner.schedule.arena import STAGING, Layout
@@ -186,17 +186,20 @@ def layer_norm(b: Builder, out: Where, x: Where, gamma: Where, beta: Where, stat
 def layer_norm_backward(b: Builder, gamma: Where, gamma_gradient: Where, beta_gradient: Where, x: Where,
                         dy: Where, statistics: Where, dx: Where, residual: Where | None = None) -> None:
     """dx (+ the residual stream's gradient, the seed's add in the same
-    launch), then the gain's and shift's gradients."""
+    launch) and its blocks' sums for the gain's and shift's gradients, then
+    those gradients from the sums. The sums go where the seed keeps x-hat
+    (the normalized-input plane), which the gradients were made from."""
     s, c, lay = b.config.shape, b.constants, b.layout
-    x_hat = lay.at("normalized-input")
-    arguments = {"dx": dx, "x": x, "dy": dy, "gamma": gamma, "x_hat": x_hat, "statistics": statistics}
+    parts = layernorm_parts(s.tokens)
+    partials = lay.at("normalized-input")
+    arguments = {"dx": dx, "x": x, "dy": dy, "gamma": gamma, "partials": partials, "statistics": statistics}
     family = "layernorm-backward"
     if residual is not None:
         family, arguments = "layernorm-backward-add", arguments | {"residual": residual}
-    b.launch(image(family, rows=s.tokens, width=s.width), arguments,
+    b.launch(image(family, rows=s.tokens, width=s.width, parts=parts), arguments,
              inverse_width=c.inverse_width, epsilon=c.layer_norm_epsilon)
-    b.launch(image("layernorm-parameters", rows=s.tokens, width=s.width),
-             {"gamma_gradient": gamma_gradient, "dy": dy, "x_hat": x_hat, "beta_gradient": beta_gradient})
+    b.launch(image("layernorm-parameters", width=s.width, parts=parts),
+             {"gamma_gradient": gamma_gradient, "beta_gradient": beta_gradient, "partials": partials})
 
 
 def _gelu_scalars(b: Builder, elements: int) -> dict[str, int]:
