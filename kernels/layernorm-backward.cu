@@ -6,7 +6,10 @@
 // chains of shuffles and reads one's results unawaited, behind the other's
 // wait, which the machine-code check does not admit). The family layernorm-backward-add writes residual
 // + dx instead (the seed's add of the branch's gradient to the residual
-// stream's, in the same launch: the same binary32 sum).
+// stream's, in the same launch: the same binary32 sum). dx_half is dx (with
+// the residual, where added) rounded to the half format: the operand of the
+// products that read the gradient next (the seed's cast-down, in the same
+// launch).
 //
 // A warp per row, each lane holding the row's column pairs 64 i + 2 lane
 // between the row's two sums (shuffles in a fixed order); block p takes rows
@@ -33,7 +36,8 @@ constexpr int ROWS_PER_WARP = (ROWS_PER_PART + WARPS - 1) / WARPS;
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
 image(float* dx, const float* x, const float* dy, const float* __restrict__ gamma, float* __restrict__ partials,
-      const float* __restrict__ statistics RESIDUAL_PARAMETER, float inverse_width, float epsilon) {
+      HALF* __restrict__ dx_half, const float* __restrict__ statistics RESIDUAL_PARAMETER, float inverse_width,
+      float epsilon) {
   await_previous_launch();
   __shared__ float2 block_sums[2][WIDTH / 2];  // dy x_hat's, then dy's, by column pair
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -90,7 +94,10 @@ image(float* dx, const float* x, const float* dy, const float* __restrict__ gamm
 #if defined(IMAGE_FAMILY_LAYERNORM_BACKWARD_ADD)
       out = make_float2(r[i].x + out.x, r[i].y + out.y);
 #endif
-      if (mine) reinterpret_cast<float2*>(dx)[row + 32 * i + lane] = out;
+      if (mine) {
+        reinterpret_cast<float2*>(dx)[row + 32 * i + lane] = out;
+        reinterpret_cast<unsigned*>(dx_half)[row + 32 * i + lane] = pack_halves(out.x, out.y);
+      }
     }
   }
   // the warps' sums meet in warp order

@@ -142,7 +142,8 @@ def layernorm_parts(rows: int) -> int:
 def _layernorm_backward_extents(c: Constants, s: Scalars) -> dict[str, int]:
     rows, width = c["rows"], c["width"]
     return {k: rows * width * 4 for k in ("dx", "x", "dy")} | {
-        "gamma": width * 4, "statistics": rows * 8, "partials": c["parts"] * 2 * width * 4}
+        "gamma": width * 4, "statistics": rows * 8, "partials": c["parts"] * 2 * width * 4,
+        "dx_half": rows * width * HALF_BYTES}
 
 
 def _product_shared(c: Constants) -> int:
@@ -223,14 +224,14 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                          "gamma": c["width"] * 4, "beta": c["width"] * 4, "statistics": c["rows"] * 8},
            constants=("rows", "width", "half")),
     Family("layernorm-backward", _args(
-        "dx:w x:r dy:r gamma:r partials:w statistics:r inverse_width:f32 epsilon:f32"),
+        "dx:w x:r dy:r gamma:r partials:w dx_half:w statistics:r inverse_width:f32 epsilon:f32"),
         _layernorm_block, lambda c, s: (c["parts"], 1, 1), _layernorm_backward_extents,
-        registers=128, constants=("rows", "width", "parts")),
+        registers=128, constants=("rows", "width", "parts", "half")),
     Family("layernorm-backward-add", _args(
-        "dx:w x:r dy:r gamma:r partials:w statistics:r residual:r inverse_width:f32 epsilon:f32"),
+        "dx:w x:r dy:r gamma:r partials:w dx_half:w statistics:r residual:r inverse_width:f32 epsilon:f32"),
         _layernorm_block, lambda c, s: (c["parts"], 1, 1),
         lambda c, s: _layernorm_backward_extents(c, s) | {"residual": c["rows"] * c["width"] * 4},
-        registers=128, constants=("rows", "width", "parts"), source="layernorm-backward"),
+        registers=128, constants=("rows", "width", "parts", "half"), source="layernorm-backward"),
     Family("layernorm-parameters", _args("gamma_gradient:w beta_gradient:w partials:r"),
            _fixed(256), lambda c, s: (2 * c["width"] // 32, 1, 1),
            lambda c, s: {"gamma_gradient": c["width"] * 4, "beta_gradient": c["width"] * 4,

@@ -33,7 +33,7 @@ def family_images(s: Shape, half: str) -> list[Image]:
     """Every family but the products at the shape (the transposes both ways)."""
     heads = dict(batch=s.batch, seq=s.seq, heads=s.heads, kv_heads=s.kv_heads, half=half)
     rows = dict(rows=s.tokens, width=s.width)
-    norm = rows | {"parts": layernorm_parts(s.tokens)}
+    norm = rows | {"parts": layernorm_parts(s.tokens), "half": half}
     out = [
         image("random-normal"), image("rotary-table", seq=s.seq), image("fill"), image("copy"),
         image("cast-down", half=half), image("add"), image("argmax", vocab=s.vocab),
@@ -42,7 +42,7 @@ def family_images(s: Shape, half: str) -> list[Image]:
         image("layernorm-backward-add", **norm), image("layernorm-parameters", width=s.width, parts=norm["parts"]),
         # the block of eight warps that eight times the rows take
         image("layernorm-backward-add", "layernorm-backward-add-rows8x", rows=8 * s.tokens, width=s.width,
-              parts=layernorm_parts(8 * s.tokens)),
+              parts=layernorm_parts(8 * s.tokens), half=half),
         image("qk-rope", **heads), image("value-transpose", **heads),
         # each streaming attention image in every part count it may take
         *(image(f, f"{f}-parts{p}", parts=p, **heads)
@@ -67,9 +67,9 @@ def all_images(s: Shape, half: str) -> list[Image]:
 
 
 # the families whose bfloat16 images are checked too (those that convert halves)
-BFLOAT16_FAMILIES = ("cast-down", "layernorm-forward", "qk-rope", "value-transpose", "attention-forward", "attention-query",
-                     "attention-key", "token-to-head", "inverse-rope-qkv", "adamw", "gated-gelu-forward",
-                     "gated-gelu-backward")
+BFLOAT16_FAMILIES = ("cast-down", "layernorm-forward", "layernorm-backward-add", "qk-rope", "value-transpose",
+                     "attention-forward", "attention-query", "attention-key", "token-to-head", "inverse-rope-qkv",
+                     "adamw", "gated-gelu-forward", "gated-gelu-backward")
 
 
 def bfloat16_images() -> list[Image]:

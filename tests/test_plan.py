@@ -116,7 +116,7 @@ def expected_counts(config) -> dict[str, int]:
     elements = lay.parameter_bytes // 4
     per_bank = ceil(elements / MAXIMUM_ELEMENTS)
     forward = 1 + 11 * L + 3             # gather; 11 a layer; norm, logits, last row
-    backward = 3 + 1 + 5 + 20 * L + 2    # loss; its gradient; output's gradient; 20 a layer; ids' copy, scatter
+    backward = 3 + 1 + 5 + 18 * L + 2    # loss; its gradient; output's gradient; 18 a layer; ids' copy, scatter
     transfer = _pieces(3 * lay.parameter_bytes, r.staging_bytes, lay.parameter_bytes, r.copy_piece_bytes)
     return {
         "initialize": 4 * per_bank + (4 * L + 2) + (1 + 5 * L),   # draws and zeros; gains and shifts; recast

@@ -132,12 +132,13 @@ def _layernorm_backward(c, x, s):
     starts = np.arange(0, c["rows"], per_part)
     partials = np.concatenate([np.add.reduceat(dy * x_hat, starts, axis=0), np.add.reduceat(dy, starts, axis=0)],
                               axis=1)
-    return {"dx": dx.reshape(-1), "partials": partials.reshape(-1)}
+    return {"dx": dx.reshape(-1), "partials": partials.reshape(-1), "dx_half": dx.reshape(-1)}
 
 
 def _layernorm_backward_add(c, x, s):
     out = _layernorm_backward(c, x, s)
-    return out | {"dx": _f64(x["residual"]) + out["dx"]}
+    dx = _f64(x["residual"]) + out["dx"]
+    return out | {"dx": dx, "dx_half": dx}
 
 
 def _layernorm_parameters(c, x, s):
@@ -371,9 +372,10 @@ REFERENCES: dict[str, Reference] = {
     "layernorm-forward": Reference({"out": HALF, "in": F32, "gamma": F32, "beta": F32, "statistics": F32},
                                    _layernorm_forward),
     "layernorm-backward": Reference({"dx": F32, "x": F32, "dy": F32, "gamma": F32, "partials": F32,
-                                     "statistics": F32}, _layernorm_backward),
+                                     "dx_half": HALF, "statistics": F32}, _layernorm_backward),
     "layernorm-backward-add": Reference({"dx": F32, "x": F32, "dy": F32, "gamma": F32, "partials": F32,
-                                         "statistics": F32, "residual": F32}, _layernorm_backward_add),
+                                         "dx_half": HALF, "statistics": F32, "residual": F32},
+                                        _layernorm_backward_add),
     "layernorm-parameters": Reference({"gamma_gradient": F32, "beta_gradient": F32, "partials": F32},
                                       _layernorm_parameters),
     "qk-rope": Reference({"queries": HALF, "keys": HALF, "qkv": F32, "cosine": F32, "sine": F32}, _qk_rope),

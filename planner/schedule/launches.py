@@ -183,20 +183,32 @@ def layer_norm(b: Builder, out: Where, x: Where, gamma: Where, beta: Where, stat
              inverse_width=b.constants.inverse_width, epsilon=b.constants.layer_norm_epsilon)
 
 
+def gradient_half(b: Builder) -> Where:
+    """The residual stream's gradient in the half format, as the last layer
+    norm's backward left it: the second half of x-hat's plane."""
+    s = b.config.shape
+    return b.layout.at("normalized-input", s.tokens * s.width * 2)
+
+
 def layer_norm_backward(b: Builder, gamma: Where, gamma_gradient: Where, beta_gradient: Where, x: Where,
                         dy: Where, statistics: Where, dx: Where, residual: Where | None = None) -> None:
     """dx (+ the residual stream's gradient, the seed's add in the same
-    launch) and its blocks' sums for the gain's and shift's gradients, then
-    those gradients from the sums. The sums go where the seed keeps x-hat
-    (the normalized-input plane), which the gradients were made from."""
+    launch), its copy in the half format and its blocks' sums for the gain's
+    and shift's gradients, then those gradients from the sums. The sums and
+    the copy go where the seed keeps x-hat (the normalized-input plane, a
+    global), the sums in its first quarter at most, the copy in its second
+    half (`gradient_half`): the products that read the gradient next take
+    it there, in place of the seed's cast-down in their phase."""
     s, c, lay = b.config.shape, b.constants, b.layout
     parts = layernorm_parts(s.tokens)
+    assert 4 * parts <= s.tokens, "the sums (2 width words a part) end where the half copy starts"
     partials = lay.at("normalized-input")
-    arguments = {"dx": dx, "x": x, "dy": dy, "gamma": gamma, "partials": partials, "statistics": statistics}
+    arguments = {"dx": dx, "x": x, "dy": dy, "gamma": gamma, "partials": partials,
+                 "dx_half": gradient_half(b), "statistics": statistics}
     family = "layernorm-backward"
     if residual is not None:
         family, arguments = "layernorm-backward-add", arguments | {"residual": residual}
-    b.launch(image(family, rows=s.tokens, width=s.width, parts=parts), arguments,
+    b.launch(image(family, rows=s.tokens, width=s.width, parts=parts, half=_half(b.config)), arguments,
              inverse_width=c.inverse_width, epsilon=c.layer_norm_epsilon)
     b.launch(image("layernorm-parameters", width=s.width, parts=parts),
              {"gamma_gradient": gamma_gradient, "beta_gradient": beta_gradient, "partials": partials})
@@ -391,9 +403,10 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
     sv = lambda item: lay.saved(l, item)
     at = lay.at
     with b.phase(FFN_DOWN):
-        cast_down(b, at("down-dy-half"), current, T * W)
-        tiled(b, "r", "c", T, F, W, at("gated-gradient"), at("down-dy-half"), h("down"))
-        tiled(b, "c", "c", W, F, T, g("down"), at("down-dy-half"), sv("gated-half"))
+        # `current` in the half format, as the layer norm's backward that
+        # wrote it left it
+        tiled(b, "r", "c", T, F, W, at("gated-gradient"), gradient_half(b), h("down"))
+        tiled(b, "c", "c", W, F, T, g("down"), gradient_half(b), sv("gated-half"))
     with b.phase(FFN_GATE):
         # each row of the pair's gradient holds the up gradient's row, then
         # the gate gradient's; with the up and gate entries side by side in
@@ -410,9 +423,9 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
         layer_norm_backward(b, p("norm2-gain"), g("norm2-gain"), g("norm2-shift"), sv("projection"),
                             at("norm2-gradient"), sv("norm2-statistics"), other, residual=current)
     with b.phase(ATTENTION_OUTPUT):
-        cast_down(b, at("output-dy-half"), other, T * W)
-        tiled(b, "c", "c", W, W, T, g("output"), at("output-dy-half"), sv("merged-half"))
-        tiled(b, "r", "c", T, W, W, at("merged-gradient"), at("output-dy-half"), h("output"))
+        # and `other`, likewise
+        tiled(b, "c", "c", W, W, T, g("output"), gradient_half(b), sv("merged-half"))
+        tiled(b, "r", "c", T, W, W, at("merged-gradient"), gradient_half(b), h("output"))
     with b.phase(HEAD_LAYOUT):
         b.launch(image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=_half(b.config)),
                  {"heads": at("context-gradient-heads"), "merged": at("merged-gradient")})
