@@ -9,21 +9,41 @@
 // gradient's row then the gate gradient's: the data gradients of the up and
 // gate products are then one product over K = 2 FFN, and their weight
 // gradients one over M = 2 FFN (each bank holds a layer's up and gate
-// entries side by side).
+// entries side by side). Thread k takes elements 2k and 2k + 1 (8-byte
+// loads, a word of two halves to each gradient's row), one at a time where
+// FFN is odd or the count ends between them.
 #include "common.cuh"
+
+// the up and gate gradients of element i (see above)
+__device__ __forceinline__ float2 gradients(float dy, float up, float x, float sqrt_two_over_pi, float cubic,
+                                            float half, float one, float cubic_slope) {
+  const float th = gelu_tanh(x, sqrt_two_over_pi, cubic);
+  const float gelu = half * x * (one + th);
+  const float slope = half * (one + th) + half * x * (one - th * th) * sqrt_two_over_pi * (one + cubic_slope * x * x);
+  return make_float2(dy * gelu, dy * up * slope);
+}
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
 image(HALF* __restrict__ pair_gradient, const float* __restrict__ gated_gradient, const float* __restrict__ up,
       const float* __restrict__ gate, float sqrt_two_over_pi, float cubic, float half, float one, float cubic_slope,
       unsigned elements) {
   await_previous_launch();
-  const unsigned i = blockIdx.x * BLOCK + threadIdx.x;
+  const unsigned i = 2u * (blockIdx.x * BLOCK + threadIdx.x);
   if (i >= elements) return;
-  const float dy = gated_gradient[i], x = gate[i];
-  const float th = gelu_tanh(x, sqrt_two_over_pi, cubic);
-  const float gelu = half * x * (one + th);
-  const float slope = half * (one + th) + half * x * (one - th * th) * sqrt_two_over_pi * (one + cubic_slope * x * x);
   HALF* const row = pair_gradient + static_cast<size_t>(i / FFN) * 2 * FFN + i % FFN;
-  row[0] = to_half(dy * gelu);
-  row[FFN] = to_half(dy * up[i] * slope);
+  if (FFN % 2 == 0 && i + 1u < elements) {  // both in one row, each pair of halves a word
+    const float2 dy = *reinterpret_cast<const float2*>(gated_gradient + i);
+    const float2 u = *reinterpret_cast<const float2*>(up + i), x = *reinterpret_cast<const float2*>(gate + i);
+    const float2 g0 = gradients(dy.x, u.x, x.x, sqrt_two_over_pi, cubic, half, one, cubic_slope);
+    const float2 g1 = gradients(dy.y, u.y, x.y, sqrt_two_over_pi, cubic, half, one, cubic_slope);
+    *reinterpret_cast<unsigned*>(row) = pack_halves(g0.x, g1.x);
+    *reinterpret_cast<unsigned*>(row + FFN) = pack_halves(g0.y, g1.y);
+    return;
+  }
+  for (unsigned j = i; j < i + 2u && j < elements; ++j) {
+    HALF* const at = pair_gradient + static_cast<size_t>(j / FFN) * 2 * FFN + j % FFN;
+    const float2 g = gradients(gated_gradient[j], up[j], gate[j], sqrt_two_over_pi, cubic, half, one, cubic_slope);
+    at[0] = to_half(g.x);
+    at[FFN] = to_half(g.y);
+  }
 }

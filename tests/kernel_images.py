@@ -55,6 +55,8 @@ def family_images(s: Shape, half: str) -> list[Image]:
         image("embedding-scatter", vocab=s.vocab, **rows),
         image("adamw", elements=ADAMW_ELEMENTS, half=half),
         image("gated-gelu-forward", half=half), image("gated-gelu-backward", half=half, ffn=s.ffn),
+        # an odd ffn: rows whose pairs of elements straddle rows
+        image("gated-gelu-backward", "gated-gelu-backward-odd-ffn", half=half, ffn=s.ffn + 1),
     ]
     missing = set(FAMILIES) - {i.family for i in out} - {"tiled", "tiled-add"}
     assert not missing, f"families without a test image: {sorted(missing)}"

@@ -148,7 +148,7 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
     if f.startswith("gated-gelu-"):
         # the backward writes whole rows side by side: an odd number of them
         # (at the default shape, not a whole number of blocks either)
-        n = (shape.tokens - 1) * shape.ffn if f == "gated-gelu-backward" else _elements(shape, shape.ffn)
+        n = (shape.tokens - 1) * c["ffn"] if f == "gated-gelu-backward" else _elements(shape, shape.ffn)
         x = {"up": _normal(rng, n, 2.0), "gate": _normal(rng, n, 2.0)}
         scalars = GELU_SCALARS | {"elements": n}
         if f == "gated-gelu-backward":
