@@ -124,10 +124,10 @@ def _pair_gradient_extents(c: Constants, s: Scalars) -> dict[str, int]:
 def _layernorm_block(c: Constants) -> int:
     """A layer norm backward's block: four warps up to 1024 rows (a row a
     warp: the launch is short, and its longest block sets its time), eight
-    beyond (rows a warp in turn: bandwidth wants the warps). In the update
-    on the H200, a launch with residual: 1 x 1024 3.0 us with four warps
-    against 3.4 with eight; 8 x 1024 23.5 us with four against 19.3 with
-    eight (that one walking its rows without the residual read ahead)."""
+    beyond (rows a warp in turn: bandwidth wants the warps). Measured in the
+    update on the H200, a launch with the residual: 1 x 1024, 3.0 us with
+    four warps against 3.4 with eight; 8 x 1024, 23.5 us with four against
+    23.1 with eight (the eight also writing the gradient's half copy)."""
     return 128 if c["rows"] <= 1024 else 256
 
 

@@ -234,7 +234,9 @@ def seed_layout(config: Config) -> Layout:
     put("norm1-gradient", off["norm-scratch"], plane)
     put("norm1-input-gradient", off["down"], plane)
 
-    # the residual gradients, x-hat and the report, past the workspace
+    # the residual gradients, x-hat and the report, past the workspace (x-hat's
+    # plane holds the layer norm backward's column sums and, in its second
+    # half, its gradient in the half format: launches.layer_norm_backward)
     work_end = max(off["down"] + plane, off["embedding-half-t"] + size["embedding-half-t"])
     staging = staging_layout(config)
     loss_block = staging["result-diagnostics"][1]
