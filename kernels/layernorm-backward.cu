@@ -1,15 +1,15 @@
 // From the forward's statistics {mean, rstd}: x_hat = (x - mean) rstd,
 // g = dy gamma, dx = rstd (g - mean(g) - x_hat mean((g - mean(g)) x_hat))
 // (epsilon is not needed: rstd is given). x_hat's mean is zero, so the last
-// term is the usual mean(g x_hat); taken after mean(g), the two sums over the
-// row run one after the other (sm_86's ptxas interleaves two independent
-// chains of shuffles and reads one's results unawaited, behind the other's
-// wait, which the machine-code check does not admit). The family layernorm-backward-add writes residual
-// + dx instead (the seed's add of the branch's gradient to the residual
-// stream's, in the same launch: the same binary32 sum). dx_half is dx (with
-// the residual, where added) rounded to the half format: the operand of the
-// products that read the gradient next (the seed's cast-down, in the same
-// launch).
+// term is the usual mean(g x_hat); taken after mean(g), the two sums over
+// the row run one after the other (sm_86's ptxas interleaves two
+// independent chains of shuffles and reads one's results unawaited, behind
+// the other's wait, which the machine-code check does not admit). The
+// family layernorm-backward-add writes residual + dx instead (the seed's
+// add of the branch's gradient to the residual stream's, in the same
+// launch: the same binary32 sum). dx_half is dx (with the residual, where
+// added) rounded to the half format: the operand of the products that read
+// the gradient next (the seed's cast-down, in the same launch).
 //
 // A warp per row, each lane holding the row's column pairs 64 i + 2 lane
 // between the row's two sums (shuffles in a fixed order); block p takes rows

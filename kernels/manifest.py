@@ -133,8 +133,9 @@ def _layernorm_block(c: Constants) -> int:
 
 def layernorm_parts(rows: int) -> int:
     """The blocks of a layer norm's backward: a row for each of the block's
-    warps in turn, as many turns as keep the blocks at most 256 (their
-    partial sums, 2 width words a block, then fit half the rows' plane)."""
+    warps in turn, as many turns as keep the blocks at most 256. A block
+    takes four rows or more, so its sums (2 width words a block) fill at
+    most a quarter of x-hat's plane, before the gradient's half copy."""
     warps = _layernorm_block({"rows": rows}) // 32
     return ceil(rows / (warps * ceil(rows / (256 * warps))))
 
