@@ -135,7 +135,8 @@ def layernorm_parts(rows: int) -> int:
     """The blocks of a layer norm's backward: a row for each of the block's
     warps in turn, as many turns as keep the blocks at most 256. A block
     takes four rows or more, so its sums (2 width words a block) fill at
-    most a quarter of x-hat's plane, before the gradient's half copy."""
+    most the first half of x-hat's plane (rows x width binary32 words),
+    before the gradient's half copy in the second."""
     warps = _layernorm_block({"rows": rows}) // 32
     return ceil(rows / (warps * ceil(rows / (256 * warps))))
 

@@ -9,6 +9,7 @@ from math import ceil
 
 import pytest
 
+from planner.kernels.manifest import layernorm_parts
 from planner.model.config import DEFAULT, Shape
 from planner.schedule import build_plan
 from planner.schedule.arena import BANK_ALIGNMENT, PARAMETER_ALIGNMENT, entries, seed_layout
@@ -263,3 +264,33 @@ def test_a_product_over_two_entries_needs_them_side_by_side():
     lay.adjacent("layer0.up", "layer0.gate")
     with pytest.raises(ValueError, match="not side by side"):
         lay.adjacent("layer0.up", "layer0.down")
+
+
+def test_the_layer_norms_backward_leaves_its_sums_and_half_copy_apart(default_plan):
+    """Each layer norm's backward writes its block sums into at most the
+    first half of x-hat's plane and its gradient's half copy into the
+    second half, and the next phase's two products read that copy, as the
+    seed's cast-down left it in their own plane."""
+    plane = default_plan.plane["normalized-input"]
+    half = plane.offset + plane.bytes // 2
+    launches = default_plan.launches
+    norms = [l for l in launches if l.image.startswith("layernorm-backward")]
+    assert norms
+    for norm in norms:
+        access = {a.argument: a for a in norm.accesses}
+        assert plane.offset == access["partials"].start < access["partials"].stop <= half
+        assert (access["dx_half"].start, access["dx_half"].stop) == (half, plane.offset + plane.bytes)
+    for phase in ("coppelius/ffn-down", "coppelius/attention-output"):
+        readers = [l for l in launches if l.phase == phase and l.image.startswith("tiled")]
+        assert len(readers) == 2 * DEFAULT.shape.layers
+        for reader in readers:
+            operand = next(a for a in reader.accesses if a.argument in ("a", "b") and a.start >= half)
+            assert (operand.start, operand.stop) == (half, plane.offset + plane.bytes)
+    assert not any(l.image == "cast-down" and l.phase in ("coppelius/ffn-down", "coppelius/attention-output")
+                   for l in launches)
+
+
+@pytest.mark.parametrize("rows", [64 * m for m in (1, 2, 3, 15, 16, 17, 31, 33, 64, 127, 128, 129, 256)])
+def test_a_layer_norms_sums_fit_half_its_plane(rows):
+    # 2 width words a block: at most half of a rows x width binary32 plane
+    assert 4 * layernorm_parts(rows) <= rows

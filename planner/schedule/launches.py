@@ -196,7 +196,7 @@ def layer_norm_backward(b: Builder, gamma: Where, gamma_gradient: Where, beta_gr
     launch), its copy in the half format and its blocks' sums for the gain's
     and shift's gradients, then those gradients from the sums. The sums and
     the copy go where the seed keeps x-hat (the normalized-input plane, a
-    global), the sums in its first quarter at most, the copy in its second
+    global), the sums in its first half at most, the copy in its second
     half (`gradient_half`): the products that read the gradient next take
     it there, in place of the seed's cast-down in their phase."""
     s, c, lay = b.config.shape, b.constants, b.layout
