@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from planner.certify import command, demand_certificate, issue, proofs, register
-from planner.certify.findings import FAIL, UNKNOWN, MachineFindings, Violation
+from planner.certify.findings import FAIL, PASS, UNKNOWN, MachineFindings, Violation
 from planner.certify.properties import MACHINE_CHECKS, check
 from planner.certify.report import render
 from planner.certify.smt import Answer, Prover
@@ -173,6 +173,40 @@ def test_a_launch_writing_the_global_it_reads(default_plan):
     for r in outcome.results:
         v = next(v for v in r.violations if v.writer.launch == ln and v.other.argument == "gamma")
         assert v.writer.argument == "out" and v.other.plane == "parameters"
+
+
+@pytest.mark.parametrize("shift", [0, 4096])
+def test_a_layer_norms_half_copy_over_its_own_block_sums(default_plan, shift):
+    """Both in x-hat's plane, apart (the sums in its first half, the copy in
+    its second): one launch writing the copy over the sums races with itself,
+    whether over the same bytes or some of them."""
+    p = default_plan
+    norm = _launch(p, "layernorm-backward-add", "coppelius/qkv", 2)
+    partials = next(a for a in p.launches[norm].accesses if a.argument == "partials")
+    bad = move_pointer(p, norm, "dx_half", "arena", partials.start + shift)
+    (r,) = check(bad, only=["ordering"], limit=20).results
+    v = next(v for v in r.violations if v.writer.launch == norm and v.other.launch == norm)
+    assert {v.writer.argument, v.other.argument} == {"dx_half", "partials"}
+    assert "in one launch" in v.message
+    (good,) = check(p, only=["ordering"]).results
+    assert good.verdict == PASS
+
+
+@pytest.mark.parametrize("shift, races", [(0, False), (256, True)])
+def test_a_launch_reading_in_place_what_it_writes(default_plan, shift, races):
+    """A product's residual read over the bytes it writes (each element read
+    by the thread that writes it: tiled-add's C may be R) is in place; over
+    some other bytes of them, the launch races with itself."""
+    p = default_plan
+    down = next(l.index for l in p.launches if l.image.startswith("tiled-rr") and l.image.endswith("-add")
+                and l.phase == "coppelius/layer")
+    c = next(a for a in p.launches[down].accesses if a.argument == "c")
+    bad = move_pointer(p, down, "r", "arena", c.start + shift)
+    (r,) = check(bad, only=["ordering"], limit=50).results
+    own = [v for v in r.violations if v.writer.launch == down and v.other.launch == down]
+    assert bool(own) == races
+    if races:
+        assert {own[0].writer.argument, own[0].other.argument} == {"c", "r"} and "in one launch" in own[0].message
 
 
 def test_a_semaphore_removed_between_two_conflicting_submissions(default_plan):

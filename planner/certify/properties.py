@@ -417,10 +417,12 @@ def _ordering_row(data: tuple) -> str:
     row = f"{within(xs, xe, 'b')} {within(ys, ye, 'b')} (or (= {wx} 1) (= {wy} 1))"
     if one_chain:
         # one chain is totally ordered: by place on it, unless both are one
-        # launch (in place when both name the same bytes)
+        # launch (in place when both name the same bytes and one only reads
+        # them: each element read by the thread that writes it; two writes
+        # of one launch to the same bytes race)
         px, py = data[8:]
         return (f"{row} (not (< {px} {py})) (not (< {py} {px})) "
-                f"(not (and (= {px} {py}) (= {xs} {ys}) (= {xe} {ye})))")
+                f"(not (and (= {px} {py}) (= {xs} {ys}) (= {xe} {ye}) (not (and (= {wx} 1) (= {wy} 1)))))")
     # what each has seen of the other's chain, by its vector clock
     px, gyx, py, gxy = data[8:]
     return f"{row} (not (<= {px} {gyx})) (not (<= {py} {gxy}))"
