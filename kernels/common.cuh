@@ -144,6 +144,10 @@ __device__ __forceinline__ float gelu_tanh(float x, float sqrt_two_over_pi, floa
   return tanhf(sqrt_two_over_pi * (x + cubic * x * x * x));
 }
 
+// gelu(x) = half x (one + th), th = gelu_tanh(x): the forward's and the
+// backward's, one expression
+__device__ __forceinline__ float gelu(float x, float th, float half, float one) { return half * x * (one + th); }
+
 // ---- the launch before ----
 
 // On sm_90 a submission's graph links its launches by programmatic

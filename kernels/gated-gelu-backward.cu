@@ -18,9 +18,9 @@
 __device__ __forceinline__ float2 gradients(float dy, float up, float x, float sqrt_two_over_pi, float cubic,
                                             float half, float one, float cubic_slope) {
   const float th = gelu_tanh(x, sqrt_two_over_pi, cubic);
-  const float gelu = half * x * (one + th);
+  const float value = gelu(x, th, half, one);
   const float slope = half * (one + th) + half * x * (one - th * th) * sqrt_two_over_pi * (one + cubic_slope * x * x);
-  return make_float2(dy * gelu, dy * up * slope);
+  return make_float2(dy * value, dy * up * slope);
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK)

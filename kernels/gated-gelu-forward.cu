@@ -8,7 +8,7 @@
 
 __device__ __forceinline__ float gated_value(float up, float x, float sqrt_two_over_pi, float cubic, float half,
                                              float one) {
-  return half * x * (one + gelu_tanh(x, sqrt_two_over_pi, cubic)) * up;
+  return gelu(x, gelu_tanh(x, sqrt_two_over_pi, cubic), half, one) * up;
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
