@@ -121,14 +121,14 @@ def _pair_gradient_extents(c: Constants, s: Scalars) -> dict[str, int]:
     return {"pair_gradient": n * 2 * HALF_BYTES, "gated_gradient": n * 4, "up": n * 4, "gate": n * 4}
 
 
-def _layernorm_block(c: Constants) -> int:
-    """A layer norm backward's block: four warps up to 1024 rows (a row a
+def _layernorm_warps(rows: int) -> int:
+    """The warps of a layer norm backward's block: four up to 1024 rows (a row a
     warp: the launch is short, and its longest block sets its time), eight
     beyond (rows a warp in turn: bandwidth wants the warps). Measured in the
     update on the H200, a launch with the residual: 1 x 1024, 3.0 us with
     four warps against 3.4 with eight; 8 x 1024, 23.5 us with four against
     23.1 with eight (the eight also writing the gradient's half copy)."""
-    return 128 if c["rows"] <= 1024 else 256
+    return 4 if rows <= 1024 else 8
 
 
 def layernorm_parts(rows: int) -> int:
@@ -137,8 +137,12 @@ def layernorm_parts(rows: int) -> int:
     takes four rows or more, so its sums (2 width words a block) fill at
     most the first half of x-hat's plane (rows x width binary32 words),
     before the gradient's half copy in the second."""
-    warps = _layernorm_block({"rows": rows}) // 32
+    warps = _layernorm_warps(rows)
     return ceil(rows / (warps * ceil(rows / (256 * warps))))
+
+
+def _layernorm_block(c: Constants) -> int:
+    return 32 * _layernorm_warps(c["rows"])
 
 
 def _layernorm_backward_extents(c: Constants, s: Scalars) -> dict[str, int]:
