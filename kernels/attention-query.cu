@@ -1,21 +1,20 @@
 // Causal attention, backward, the query launch: a block per (64 queries, query
 // head h, batch b), K/V head g = h / GROUP, no atomics. With the forward's
-// base-2 log-sum-exp L, P = 2^(q.k stream_scale - L) is recomputed tile by
-// tile; the row term D = sum_d d_out O (O the forward's output, read from the
-// token-major `out`) is formed first and written for the key launch; then
+// base-2 log-sum-exp L and the row terms D = sum_d d_out O (token-to-head
+// forms them, so this launch and the key launch run side by side),
+// P = 2^(q.k stream_scale - L) is recomputed tile by tile, then
 // dP = d_out V^T, dS = P (dP - D) and d_q = score_scale dS K, accumulated in
 // registers over the part's key tiles up to the diagonal in increasing order;
 // the parts' sums then meet in part order. The key and value tiles
 // ([b][g][s][64], half) are double-buffered in each part's shared memory; K
 // serves both S = Q K^T (its rows) and dQ = dS K (its columns). d_q is
-// [b][h][s][64] binary32, row_terms [b][h][s].
+// [b][h][s][64] binary32.
 #include "attention.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v,
-      const HALF* __restrict__ d_out, const HALF* __restrict__ out,
-      const float* __restrict__ log_sum_exp, float* __restrict__ d_q, float* __restrict__ row_terms,
-      float stream_scale, float score_scale) {
+      const HALF* __restrict__ d_out, const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms,
+      float* __restrict__ d_q, float stream_scale, float score_scale) {
   await_previous_launch();
   const int tile = TILES - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / GROUP;
   const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
@@ -39,26 +38,13 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
   load_rows(fq, q + q_plane, row0);
   load_rows(fdo, d_out + q_plane, row0);
 
-  // D for this thread's rows, from the d_out fragments and O at the same
-  // places: register r of slice kk holds row s0 + 8 (r % 2), columns
-  // 16 kk + 8 (r / 2) + 2 (lane % 4) + 0, 1 (every part forms it; the first
-  // writes it)
+  // L and D of this thread's rows s0 and s0 + 8
   float lse[2], d[2];
 #pragma unroll
   for (int half_row = 0; half_row < 2; ++half_row) {
-    const HALF* o_row = out + (static_cast<size_t>(b) * SEQ + s0 + 8 * half_row) * HEADS * HEAD + h * HEAD;
-    float sum = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-      for (int r = half_row; r < 4; r += 2) {
-        const unsigned o_pair = *reinterpret_cast<const unsigned*>(o_row + 16 * kk + 8 * (r >> 1) + 2 * (lane & 3));
-        sum += low_float(fdo[kk][r]) * low_float(o_pair) + high_float(fdo[kk][r]) * high_float(o_pair);
-      }
-    d[half_row] = quad_sum(sum);
     const size_t at = static_cast<size_t>(b * HEADS + h) * SEQ + s0 + 8 * half_row;
     lse[half_row] = log_sum_exp[at];
-    if (part == 0 && (lane & 3) == 0) row_terms[at] = d[half_row];
+    d[half_row] = row_terms[at];
   }
 
   float dq[8][4];

@@ -261,11 +261,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                          "log_sum_exp": _attention_planes(c)["rows"]},
            registers=255, shared=_attention_shared(2 * _ATTENTION_TILE), constants=_ATTENTION_CONSTANTS),
     Family("attention-query", _args(
-        "q:r k:r v:r d_out:r out:r log_sum_exp:r d_q:w row_terms:w stream_scale:f32 score_scale:f32"),
+        "q:r k:r v:r d_out:r log_sum_exp:r row_terms:r d_q:w stream_scale:f32 score_scale:f32"),
         _attention_block, lambda c, s: (c["seq"] // 64, c["heads"], c["batch"]),
         lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
-                                 "out": p["merged"], "log_sum_exp": p["rows"], "d_q": p["q32"],
-                                 "row_terms": p["rows"]})(_attention_planes(c)),
+                                 "log_sum_exp": p["rows"], "row_terms": p["rows"],
+                                 "d_q": p["q32"]})(_attention_planes(c)),
         registers=255, shared=_attention_shared(2 * _ATTENTION_TILE), constants=_ATTENTION_CONSTANTS),
     Family("attention-key", _args(
         "q:r k:r v:r d_out:r log_sum_exp:r row_terms:r d_k:w d_v:w "
@@ -275,10 +275,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                                  "log_sum_exp": p["rows"], "row_terms": p["rows"],
                                  "d_k": p["kv32"], "d_v": p["kv32"]})(_attention_planes(c)),
         registers=255, shared=_attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4), constants=_ATTENTION_CONSTANTS),
-    Family("token-to-head", _args("heads:w merged:r"), _fixed(128),
+    # a warp per head
+    Family("token-to-head", _args("heads:w row_terms:w merged:r out:r"), lambda c: 32 * c["heads"],
            lambda c, s: (c["batch"] * c["seq"], 1, 1),
-           lambda c, s: {"heads": c["batch"] * c["seq"] * c["heads"] * 64 * HALF_BYTES,
-                         "merged": c["batch"] * c["seq"] * c["heads"] * 64 * 4},
+           lambda c, s: (lambda n: {"heads": n * 64 * HALF_BYTES, "row_terms": n * 4, "merged": n * 64 * 4,
+                                    "out": n * 64 * HALF_BYTES})(c["batch"] * c["seq"] * c["heads"]),
            constants=("batch", "seq", "heads", "half")),
     Family("transpose", _args("out:w in:r"), _fixed(256),
            lambda c, s: (c["columns"] // 64, c["rows"] // 64, c["groups"]),

@@ -76,7 +76,10 @@ def _attention_inputs(c, rng) -> dict[str, np.ndarray]:
     x["v_t"] = _transposed(x["v"], b * kv, s)
     forward = reference("attention-forward", c, x, ATTENTION_SCALARS)
     x["out"], x["log_sum_exp"] = float_to_half(_f32(forward["out"]), half), _f32(forward["log_sum_exp"])
-    x["row_terms"] = _f32(reference("attention-query", c, x, ATTENTION_SCALARS)["row_terms"])
+    # the row terms as token-to-head forms them, from d_out's exact halves
+    merged = half_to_float(x["d_out"], half).reshape(b, h, s, 64).transpose(0, 2, 1, 3)
+    x["row_terms"] = _f32(reference("token-to-head", c, {"merged": _f32(merged.reshape(-1)), "out": x["out"]},
+                                    {})["row_terms"])
     return x
 
 
@@ -124,7 +127,8 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
     if f.startswith("attention-"):
         return _attention_inputs(c, rng), ATTENTION_SCALARS
     if f == "token-to-head":
-        return {"merged": _normal(rng, c["batch"] * c["seq"] * c["heads"] * 64)}, {}
+        n = c["batch"] * c["seq"] * c["heads"] * 64
+        return {"merged": _normal(rng, n), "out": _halves(rng, n, half)}, {}
     if f == "transpose":
         return {"in": _halves(rng, c["groups"] * c["rows"] * c["columns"], "binary16")}, {}
     if f == "inverse-rope-qkv":

@@ -179,7 +179,10 @@ def _value_transpose(c, x, s):
 
 def _token_to_head(c, x, s):
     merged = x["merged"].reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
-    return {"heads": float_to_half(np.ascontiguousarray(merged).reshape(-1), c["half"])}
+    heads = float_to_half(np.ascontiguousarray(merged).reshape(-1), c["half"])
+    out = half_to_float(x["out"], c["half"]).reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
+    row_terms = (half_to_float(heads, c["half"]).reshape(out.shape) * out).sum(axis=-1)
+    return {"heads": heads, "row_terms": row_terms.reshape(-1)}
 
 
 def _transpose(c, x, s):
@@ -240,17 +243,18 @@ def _backward_terms(c, x, s, row_terms):
     return q, k, d_out, p, p * (d_p - row_terms[..., None])
 
 
+def _row_terms(c, x) -> np.ndarray:
+    return _f64(x["row_terms"]).reshape(c["batch"], c["heads"], c["seq"])
+
+
 def _attention_query(c, x, s):
-    out = half_to_float(x["out"], c["half"]).reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
-    row_terms = (_heads(c, x, "d_out", "heads") * out).sum(axis=-1)
-    q, k, _, _, d_s = _backward_terms(c, x, s, row_terms)
+    q, k, _, _, d_s = _backward_terms(c, x, s, _row_terms(c, x))
     d_q = np.float64(np.float32(s["score_scale"])) * np.einsum("bhqk,bhkd->bhqd", d_s, _grouped(c, k))
-    return {"d_q": d_q.reshape(-1), "row_terms": row_terms.reshape(-1)}
+    return {"d_q": d_q.reshape(-1)}
 
 
 def _attention_key(c, x, s):
-    row_terms = _f64(x["row_terms"]).reshape(c["batch"], c["heads"], c["seq"])
-    q, _, d_out, p, d_s = _backward_terms(c, x, s, row_terms)
+    q, _, d_out, p, d_s = _backward_terms(c, x, s, _row_terms(c, x))
     group = c["heads"] // c["kv_heads"]
 
     def per_kv_head(a: np.ndarray) -> np.ndarray:  # summed over each K/V head's query heads
@@ -382,11 +386,11 @@ REFERENCES: dict[str, Reference] = {
     "value-transpose": Reference({"values_t": HALF, "qkv": F32}, _value_transpose),
     "attention-forward": Reference({"q": HALF, "k": HALF, "v_t": HALF, "out": HALF, "log_sum_exp": F32},
                                    _attention_forward),
-    "attention-query": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "out": HALF,
-                                  "log_sum_exp": F32, "d_q": F32, "row_terms": F32}, _attention_query),
+    "attention-query": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
+                                  "row_terms": F32, "d_q": F32}, _attention_query),
     "attention-key": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
                                 "row_terms": F32, "d_k": F32, "d_v": F32}, _attention_key),
-    "token-to-head": Reference({"heads": HALF, "merged": F32}, _token_to_head),
+    "token-to-head": Reference({"heads": HALF, "row_terms": F32, "merged": F32, "out": HALF}, _token_to_head),
     "transpose": Reference({"out": HALF, "in": HALF}, _transpose),
     "inverse-rope-qkv": Reference({"qkv_gradient": HALF, "d_q": F32, "d_k": F32, "cosine": F32, "sine": F32,
                                    "d_v": F32}, _inverse_rope_qkv),

@@ -427,8 +427,13 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
         tiled(b, "c", "c", W, W, T, g("output"), gradient_half(b), sv("merged-half"))
         tiled(b, "r", "c", T, W, W, at("merged-gradient"), gradient_half(b), h("output"))
     with b.phase(HEAD_LAYOUT):
+        # with the row terms of both attention launches, so that neither waits
+        # for the other: in the seed's transposed context gradient, which the
+        # streaming backward does not make (row-terms is a plane of the next
+        # phase)
         b.launch(image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=_half(b.config)),
-                 {"heads": at("context-gradient-heads"), "merged": at("merged-gradient")})
+                 {"heads": at("context-gradient-heads"), "row_terms": at("context-gradient-t"),
+                  "merged": at("merged-gradient"), "out": sv("merged-half")})
         D = s.head_width
         # the seed's transposed queries, keys and context gradient are not
         # made: the streaming backward reads each tile both ways (ldmatrix
@@ -437,13 +442,13 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
     with b.phase(ATTENTION_HEAD):
         b.launch(_attention(b, "attention-query"),
                  {"q": sv("queries"), "k": sv("keys"), "v": at("values-heads"),
-                  "d_out": at("context-gradient-heads"), "out": sv("merged-half"), "log_sum_exp": sv("log-sum-exp"),
-                  "d_q": at("queries-gradient"), "row_terms": at("row-terms")},
+                  "d_out": at("context-gradient-heads"), "log_sum_exp": sv("log-sum-exp"),
+                  "row_terms": at("context-gradient-t"), "d_q": at("queries-gradient")},
                  stream_scale=c.stream_scale, score_scale=c.score_scale)
         b.launch(_attention(b, "attention-key"),
                  {"q": sv("queries"), "k": sv("keys"), "v": at("values-heads"), "d_out": at("context-gradient-heads"),
                   "log_sum_exp": sv("log-sum-exp"),
-                  "row_terms": at("row-terms"), "d_k": at("keys-gradient"), "d_v": at("values-gradient")},
+                  "row_terms": at("context-gradient-t"), "d_k": at("keys-gradient"), "d_v": at("values-gradient")},
                  stream_scale=c.stream_scale, score_scale=c.score_scale)
     with b.phase(QKV):
         b.launch(_attention(b, "inverse-rope-qkv"),
