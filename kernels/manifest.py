@@ -303,9 +303,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("cross-entropy-backward", _args(
         "gradient:w logits:r loss:r correct:r targets:r log2e:f32 gradient_scale:f32"),
         _fixed(256), lambda c, s: (c["rows"], 1, 1),
-        lambda c, s: {"gradient": c["rows"] * c["vocab"] * 4, "logits": c["rows"] * c["vocab"] * 4,
+        lambda c, s: {"gradient": c["rows"] * c["vocab"] * HALF_BYTES, "logits": c["rows"] * c["vocab"] * 4,
                       "loss": c["rows"] * 4, "correct": c["rows"] * 4, "targets": c["rows"] * 4},
-        constants=("rows", "vocab")),
+        constants=("rows", "vocab", "half")),
     Family("embedding-scatter", _args("gradient:rw dy:r ids:r"), _fixed(512),
            lambda c, s: (min(_blocks(c["rows"], 16), FILL_BLOCKS), 1, 1),
            lambda c, s: {"gradient": c["vocab"] * c["width"] * 4, "dy": c["rows"] * c["width"] * 4,

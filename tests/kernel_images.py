@@ -51,7 +51,7 @@ def family_images(s: Shape, half: str) -> list[Image]:
         transpose(s.batch * s.heads, s.seq, s.head_width), transpose(s.batch * s.kv_heads, s.head_width, s.seq),
         image("inverse-rope-qkv", **heads),
         image("loss-target-gather", rows=s.tokens, vocab=s.vocab), image("cross-entropy", rows=s.tokens, vocab=s.vocab),
-        image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab),
+        image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab, half=half),
         image("embedding-scatter", vocab=s.vocab, **rows),
         image("adamw", elements=ADAMW_ELEMENTS, half=half),
         image("gated-gelu-forward", half=half), image("gated-gelu-backward", half=half, ffn=s.ffn),
@@ -69,7 +69,7 @@ def all_images(s: Shape, half: str) -> list[Image]:
 
 
 # the families whose bfloat16 images are checked too (those that convert halves)
-BFLOAT16_FAMILIES = ("cast-down", "layernorm-forward", "layernorm-backward-add", "qk-rope", "value-transpose",
+BFLOAT16_FAMILIES = ("cast-down", "cross-entropy-backward", "layernorm-forward", "layernorm-backward-add", "qk-rope", "value-transpose",
                      "attention-forward", "attention-query", "attention-key", "token-to-head", "inverse-rope-qkv",
                      "adamw", "gated-gelu-forward", "gated-gelu-backward")
 

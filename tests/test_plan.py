@@ -117,7 +117,9 @@ def expected_counts(config) -> dict[str, int]:
     elements = lay.parameter_bytes // 4
     per_bank = ceil(elements / MAXIMUM_ELEMENTS)
     forward = 1 + 11 * L + 3             # gather; 11 a layer; norm, logits, last row
-    backward = 3 + 1 + 5 + 18 * L + 2    # loss; its gradient; output's gradient; 18 a layer; ids' copy, scatter
+    # loss; its gradient (in the half format); the output's two products and
+    # layer norm backward (sums, parameters); 18 a layer; ids' copy, scatter
+    backward = 3 + 1 + 4 + 18 * L + 2
     transfer = _pieces(3 * lay.parameter_bytes, r.staging_bytes, lay.parameter_bytes, r.copy_piece_bytes)
     return {
         "initialize": 4 * per_bank + (4 * L + 2) + (1 + 5 * L),   # draws and zeros; gains and shifts; recast
@@ -287,6 +289,23 @@ def test_the_layer_norms_backward_leaves_its_sums_and_half_copy_apart(default_pl
             operand = next(a for a in reader.accesses if a.argument in ("a", "b") and a.start >= half)
             assert (operand.start, operand.stop) == (half, plane.offset + plane.bytes)
     assert not any(l.image == "cast-down" and l.phase in ("coppelius/ffn-down", "coppelius/attention-output")
+                   for l in launches)
+
+
+def test_the_logits_gradient_is_written_once_in_the_half_format(default_plan):
+    """The cross-entropy backward rounds the logits' gradient itself, into
+    the first half of the binary32 plane the seed gives it, and the output
+    products read it there: no cast-down of it."""
+    plane, launches = default_plan.plane["logits-gradient"], default_plan.launches
+    s = DEFAULT.shape
+    half = (plane.offset, plane.offset + s.tokens * s.vocab * 2)
+    (backward,) = [l for l in launches if l.image.startswith("cross-entropy-backward")]
+    assert {(a.start, a.stop) for a in backward.accesses if a.argument == "gradient"} == {half}
+    readers = [l for l in launches if l.phase == "coppelius/output-gradient" and l.image.startswith("tiled")]
+    assert len(readers) == 2
+    for reader in readers:
+        assert half in {(a.start, a.stop) for a in reader.accesses if a.argument in ("a", "b")}
+    assert not any(l.image == "cast-down" and l.phase in ("coppelius/output", "coppelius/output-gradient")
                    for l in launches)
 
 

@@ -396,7 +396,7 @@ REFERENCES: dict[str, Reference] = {
                                    "d_v": F32}, _inverse_rope_qkv),
     "loss-target-gather": Reference({"correct": F32, "logits": F32, "targets": I32}, _loss_target_gather),
     "cross-entropy": Reference({"loss": F32, "logits": F32, "correct": F32}, _cross_entropy),
-    "cross-entropy-backward": Reference({"gradient": F32, "logits": F32, "loss": F32, "correct": F32,
+    "cross-entropy-backward": Reference({"gradient": HALF, "logits": F32, "loss": F32, "correct": F32,
                                          "targets": I32}, _cross_entropy_backward),
     "embedding-scatter": Reference({"gradient": F32, "dy": F32, "ids": I32}, _embedding_scatter),
     "adamw": Reference({"parameters": F32, "gradients": F32, "first_moments": F32, "second_moments": F32,

@@ -467,15 +467,18 @@ def backward(b: Builder) -> None:
     T, W, V = s.tokens, s.width, s.vocab
     at = lay.at
     loss_forward(b)
+    # the logits' gradient in the half format, in the first half of the
+    # binary32 plane the seed gives it: the seed's cast-down of it into a
+    # plane of the next phase is not made (the products read it here)
+    gradient = at("logits-gradient")
     with b.phase(OUTPUT):
-        b.launch(image("cross-entropy-backward", rows=T, vocab=V),
-                 {"gradient": at("logits-gradient"), "logits": at("logits"), "loss": at("loss"),
+        b.launch(image("cross-entropy-backward", rows=T, vocab=V, half=_half(b.config)),
+                 {"gradient": gradient, "logits": at("logits"), "loss": at("loss"),
                   "correct": at("correct"), "targets": at("input-targets")},
                  log2e=c.log2e, gradient_scale=c.loss_gradient_scale)
     with b.phase(OUTPUT_GRADIENT):
-        cast_down(b, at("logits-gradient-half"), at("logits-gradient"), T * V)
-        tiled(b, "c", "c", V, W, T, lay.bank("gradients", "embedding"), at("logits-gradient-half"), at("final-half"))
-        tiled(b, "r", "c", T, W, V, at("final-gradient"), at("logits-gradient-half"), lay.half("embedding"))
+        tiled(b, "c", "c", V, W, T, lay.bank("gradients", "embedding"), gradient, at("final-half"))
+        tiled(b, "r", "c", T, W, V, at("final-gradient"), gradient, lay.half("embedding"))
         layer_norm_backward(b, lay.bank("parameters", "final-gain"), lay.bank("gradients", "final-gain"),
                             lay.bank("gradients", "final-shift"), lay.boundary(s.layers), at("final-gradient"),
                             at("final-statistics"), at("residual-gradient"))
