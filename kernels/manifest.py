@@ -118,7 +118,7 @@ def _pair_gradient_extents(c: Constants, s: Scalars) -> dict[str, int]:
     n = s["elements"]
     if n % c["ffn"]:
         raise ValueError(f"elements {n} are not whole rows of ffn {c['ffn']}")
-    return {"pair_gradient": n * 2 * HALF_BYTES, "gated_gradient": n * 4, "up": n * 4, "gate": n * 4}
+    return {"pair_gradient": n * 2 * HALF_BYTES} | {k: n * HALF_BYTES for k in ("gated_gradient", "up", "gate")}
 
 
 def _layernorm_warps(rows: int) -> int:
@@ -183,6 +183,14 @@ def _product_extents(c: Constants, s: Scalars) -> dict[str, int]:
     return out
 
 
+def _half_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
+    return _product_extents(c, s) | {"c": c["m"] * c["n"] * HALF_BYTES}
+
+
+_PRODUCT_CONSTANTS = ("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
+                      "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "half")
+PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half")
+
 _ATTENTION_TILE = 64 * 64 * HALF_BYTES
 _ATTENTION_CONSTANTS = ("batch", "seq", "heads", "kv_heads", "parts", "half")
 
@@ -246,13 +254,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("qk-rope", _args("queries:w keys:w qkv:r cosine:r sine:r"), _fixed(128),
            lambda c, s: (c["batch"] * c["seq"], 1, 1),
            lambda c, s: {"queries": _attention_planes(c)["q"], "keys": _attention_planes(c)["kv"],
-                         "qkv": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64 * 4,
+                         "qkv": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64 * HALF_BYTES,
                          "cosine": c["seq"] * 32 * 4, "sine": c["seq"] * 32 * 4},
            constants=("batch", "seq", "heads", "kv_heads", "half")),
     Family("value-transpose", _args("values_t:w qkv:r"), _fixed(256),
            lambda c, s: (c["seq"] // 64, c["kv_heads"], c["batch"]),
            lambda c, s: {"values_t": _attention_planes(c)["kv"],
-                         "qkv": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64 * 4},
+                         "qkv": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64 * HALF_BYTES},
            constants=("batch", "seq", "heads", "kv_heads", "half")),
     Family("attention-forward", _args("q:r k:r v_t:r out:w log_sum_exp:w stream_scale:f32"),
            _attention_block, lambda c, s: (c["seq"] // 64, c["heads"], c["batch"]),
@@ -323,7 +331,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
         constants=("elements", "half"), per_step=("step_size", "epsilon")),
     Family("gated-gelu-forward", _args(f"gated:w up:r gate:r {_GELU_SCALARS}"), _fixed(256),
            lambda c, s: (_blocks(s["elements"], 512), 1, 1),
-           lambda c, s: {"gated": s["elements"] * HALF_BYTES, "up": s["elements"] * 4, "gate": s["elements"] * 4},
+           lambda c, s: {k: s["elements"] * HALF_BYTES for k in ("gated", "up", "gate")},
            constants=("half",)),
     Family("gated-gelu-backward", _args(
         f"pair_gradient:w gated_gradient:r up:r gate:r {_GELU_SCALARS}"),
@@ -331,14 +339,17 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
         _pair_gradient_extents, constants=("half", "ffn")),
     Family("tiled", _args("c:w a:r b:r"), _product_block,
            _product_grid, _product_extents,
-           registers=255, shared=_product_shared,
-           constants=("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
-                      "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "half")),
+           registers=255, shared=_product_shared, constants=_PRODUCT_CONSTANTS),
     Family("tiled-add", _args("c:w a:r b:r r:r"), _product_block,
            _product_grid, _product_extents,
-           registers=255, shared=_product_shared, source="tiled",
-           constants=("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
-                      "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "half")),
+           registers=255, shared=_product_shared, source="tiled", constants=_PRODUCT_CONSTANTS),
+    # C rounded to the half format: a product whose only readers convert it
+    # to the half format anyway, or compute from it in binary32 what the
+    # half copy loses little of (the queries, keys and values; the up and
+    # gate projections), at half the bytes written and read
+    Family("tiled-half", _args("c:w a:r b:r"), _product_block,
+           _product_grid, _half_product_extents,
+           registers=255, shared=_product_shared, source="tiled", constants=_PRODUCT_CONSTANTS),
 ]}
 
 
@@ -434,7 +445,7 @@ def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
     3): a stage's box of each, K-contiguous operands a box of 64 k by the
     tile's rows, K-strided ones 64-wide columns by BLOCK_K."""
     c = img.constant_map
-    if img.family not in ("tiled", "tiled-add") or c["wgmma"] < 2:
+    if img.family not in PRODUCT_FAMILIES or c["wgmma"] < 2:
         return ()
     m, n, k, block_k = c["m"], c["n"], c["k"], c["block_k"]
     a = (m, k, 64, block_k) if c["a_layout"] == "c" else (k, m, 64, c["block_m"])
@@ -528,8 +539,8 @@ def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None
 TILE_PREFERENCE = (0, 4, 5, 2)
 
 
-def product_key(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool) -> str:
-    return f"{a_layout}{b_layout}-m{m}-n{n}-k{k}" + ("-add" if residual else "")
+def product_key(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half_c: bool = False) -> str:
+    return f"{a_layout}{b_layout}-m{m}-n{n}-k{k}" + ("-add" if residual else "") + ("-half" if half_c else "")
 
 
 @cache
@@ -551,14 +562,14 @@ def shared_limit_of_tiles() -> int:
     return _tiles_table().get("shared_limit", SHARED_LIMIT)
 
 
-def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool) -> int:
+def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half_c: bool = False) -> int:
     """The candidate a product takes: its recorded choice where one serves it;
     else the first preferred tile that gives the device a full wave of
     blocks; else the serving tile with the most blocks (then stages)."""
     serving = [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k)]
     if not serving:
         raise ImageError(f"no tile serves the product m={m} n={n} k={k}")
-    recorded = recorded_tiles().get(product_key(a_layout, b_layout, m, n, k, residual))
+    recorded = recorded_tiles().get(product_key(a_layout, b_layout, m, n, k, residual, half_c))
     if recorded in serving:
         return recorded
     blocks = lambda i: (m // TILE_CANDIDATES[i].block_m) * (n // TILE_CANDIDATES[i].block_n)
@@ -569,18 +580,23 @@ def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
                key=lambda i: (blocks(i), TILE_CANDIDATES[i].stages))
 
 
-def product(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str) -> Image:
-    """C (m x n, binary32) = A B (+ R): A rows (m x k) or columns (k x m),
-    B rows (n x k, i.e. B^T) or columns (k x n); operands in the half format."""
-    return tiled_image(a_layout, b_layout, m, n, k, residual, half, choose_tile(a_layout, b_layout, m, n, k, residual))
+def product(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str,
+            half_c: bool = False) -> Image:
+    """C (m x n, binary32, or with half_c in the half format) = A B (+ R):
+    A rows (m x k) or columns (k x m), B rows (n x k, i.e. B^T) or columns
+    (k x n); operands in the half format."""
+    tile = choose_tile(a_layout, b_layout, m, n, k, residual, half_c)
+    return tiled_image(a_layout, b_layout, m, n, k, residual, half, tile, half_c)
 
 
 def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str,
-                tile: int) -> Image:
+                tile: int, half_c: bool = False) -> Image:
     """The product's image with one candidate tile (the sweep tries each)."""
+    assert not (residual and half_c), "a residual is added to a binary32 C"
     t = TILE_CANDIDATES[tile]
-    name = "tiled-" + product_key(a_layout, b_layout, m, n, k, residual)
-    return image("tiled-add" if residual else "tiled", name, a_layout=a_layout, b_layout=b_layout, m=m, n=n,
+    name = "tiled-" + product_key(a_layout, b_layout, m, n, k, residual, half_c)
+    family = "tiled-add" if residual else "tiled-half" if half_c else "tiled"
+    return image(family, name, a_layout=a_layout, b_layout=b_layout, m=m, n=n,
                  k=k, residual=int(residual), block_m=t.block_m, block_n=t.block_n, block_k=t.block_k,
                  stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, k_blocks=t.k_blocks,
                  wgmma=t.wgmma,

@@ -1,6 +1,7 @@
-// C (M x N, binary32) = A B (+ R): half operands, binary32 accumulation on the
-// tensor cores (mma.sync m16n8k16). A block computes a BLOCK_M x BLOCK_N tile
-// of C with WARPS_M x WARPS_N warps; K is walked in steps of BLOCK_K through a
+// C (M x N, binary32; rounded to the half format in tiled-half) = A B (+ R):
+// half operands, binary32 accumulation on the tensor cores (mma.sync
+// m16n8k16). A block computes a BLOCK_M x BLOCK_N tile of C with WARPS_M x
+// WARPS_N warps; K is walked in steps of BLOCK_K through a
 // ring of STAGES shared-memory stages filled by cp.async, so the copies of
 // later steps overlap the products of the current one.
 //
@@ -182,12 +183,19 @@ static_assert(RESIDUAL == 0, "tiled adds no residual");
 #define RESIDUAL_ARGUMENT
 #endif
 
+// C's elements: binary32, or (tiled-half) rounded to the half format
+#if defined(IMAGE_FAMILY_TILED_HALF)
+typedef HALF C_ELEMENT;
+#else
+typedef float C_ELEMENT;
+#endif
+
 // A C larger than half the L2 does not stay there for its reader: its
 // stores are marked to leave L2 first, and the operands' tensor copies to
 // stay, so that the stream of C does not push the operands out
 // (in one run on the H200: rr-m8192-n12288-k512 255 -> 238 us, rr-m8192-n1408-k512
 // 30.5 -> 29.0 us)
-constexpr bool STREAMED_C = static_cast<size_t>(M) * N * 4 > (32u << 20);
+constexpr bool STREAMED_C = static_cast<size_t>(M) * N * sizeof(C_ELEMENT) > (32u << 20);
 
 // C's pair at (row, column) stored
 __device__ __forceinline__ void store_pair(float* c, int row, int column, float v0, float v1) {
@@ -199,6 +207,43 @@ __device__ __forceinline__ void store_pair(float* c, int row, int column, float 
   }
 }
 
+#if defined(IMAGE_FAMILY_TILED_HALF)
+// A half C's pair at (row, column) stored, a word of two halves
+__device__ __forceinline__ void store_pair(HALF* c, int row, int column, float v0, float v1) {
+  unsigned* const at = reinterpret_cast<unsigned*>(c + static_cast<size_t>(row) * N + column);
+  if constexpr (STREAMED_C) {
+    __stcs(at, pack_halves(v0, v1));
+  } else {
+    *at = pack_halves(v0, v1);
+  }
+}
+
+// A half C's pairs of n-tiles j and j + 1 in one row (the warpgroups' path):
+// the thread's pairs at columns `column` = 8 j + 2 (lane % 4) and
+// 8 (j + 1) + 2 (lane % 4). The lanes of a pair trade a word, so that each
+// stores four halves side by side and the four lanes of the row write its 32
+// bytes whole: a word store of each n-tile alone writes each 32-byte sector
+// in two halves, and took longer than the binary32 C's pairs
+// (rr-m1024-n1408-k512 on the H200, alone: 5.1 us, against 6.0 binary32; in
+// the update, with word stores, 7.4 against 6.0). Every lane of the warp takes
+// part. (The warps' path, which other cards take, stores words: for sm_86 the
+// certificate's schedule check refused the exchange's machine code, a
+// shuffle's result read on a path it could not rule out.)
+__device__ __forceinline__ void store_tile_pair(HALF* c, int row, int column, float a0, float a1, float b0,
+                                                float b1) {
+  const unsigned a = pack_halves(a0, a1), b = pack_halves(b0, b1);
+  const bool odd = threadIdx.x & 1;  // lane % 4 odd: the n-tile j + 1 half of the row's 16 halves
+  const unsigned theirs = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
+  const uint2 four = odd ? make_uint2(theirs, b) : make_uint2(a, theirs);
+  uint2* const at = reinterpret_cast<uint2*>(c + static_cast<size_t>(row) * N + column + (odd ? 6 : 0));
+  if constexpr (STREAMED_C) {
+    __stcs(at, four);
+  } else {
+    *at = four;
+  }
+}
+#endif
+
 // The epilogue, over the thread's pairs of C (`pairs` calls its argument
 // with each pair's two values, row and column): R added to every pair, then
 // C stored. Every element of R is read before any of C is written, so the
@@ -206,7 +251,7 @@ __device__ __forceinline__ void store_pair(float* c, int row, int column, float 
 // it, C and R not being known apart); each element of R is read by the
 // thread that writes C there, so c may be r itself.
 template <typename Pairs>
-__device__ __forceinline__ void finish(float* c, Pairs pairs RESIDUAL_PARAMETER) {
+__device__ __forceinline__ void finish(C_ELEMENT* c, Pairs pairs RESIDUAL_PARAMETER) {
 #if defined(IMAGE_FAMILY_TILED_ADD)
   pairs([&](float& v0, float& v1, int row, int column) {
     const float2 residual = *reinterpret_cast<const float2*>(r + static_cast<size_t>(row) * N + column);
@@ -319,8 +364,16 @@ __device__ __forceinline__ void multiply_stage(float (&d)[BLOCK_N / 2], const HA
 // n-tiles at a time (a chunk's R read before its C is stored); d's elements,
 // n-tile j: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
 template <int CHUNK = BLOCK_N / 8>
-__device__ __forceinline__ void store_warpgroup(float* c, float (&d)[BLOCK_N / 2], int row0, int column0
+__device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[BLOCK_N / 2], int row0, int column0
                                                 RESIDUAL_PARAMETER) {
+#if defined(IMAGE_FAMILY_TILED_HALF)
+#pragma unroll
+  for (int j = 0; j < BLOCK_N / 8; j += 2)
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row)
+      store_tile_pair(c, row0 + 8 * half_row, column0 + 8 * j, d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1],
+                      d[4 * j + 4 + 2 * half_row], d[4 * j + 5 + 2 * half_row]);
+#else
 #pragma unroll
   for (int j0 = 0; j0 < BLOCK_N / 8; j0 += CHUNK) {
     finish(c, [&](auto visit) {
@@ -331,13 +384,14 @@ __device__ __forceinline__ void store_warpgroup(float* c, float (&d)[BLOCK_N / 2
           visit(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1], row0 + 8 * half_row, column0 + 8 * j);
     } RESIDUAL_ARGUMENT);
   }
+#endif
 }
 
 // The warpgroups' path. Stage s's products run while the next stage's
 // barrier and copies are issued: a stage is refilled only two steps after it
 // was read (wgmma.wait_group 1 leaves the latest products in flight), so the
 // copies run STAGES - 2 steps ahead.
-__device__ __forceinline__ void product_async(float* c, const HALF* a, const HALF* b RESIDUAL_PARAMETER) {
+__device__ __forceinline__ void product_async(C_ELEMENT* c, const HALF* a, const HALF* b RESIDUAL_PARAMETER) {
   static_assert(BLOCK_M % 64 == 0 && GROUP_THREADS == BLOCK_M * 2, "a warpgroup per 64 rows of each K group");
   static_assert(STAGES >= 3, "a stage in flight, one being read and one being filled");
   extern __shared__ __align__(1024) HALF shared[];
@@ -409,7 +463,7 @@ __device__ __forceinline__ void multiply_stage_warps(float (&accumulator)[TILES_
 
 // The epilogue of a warp's accumulator (its thread's first row and column);
 // its elements: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
-__device__ __forceinline__ void store_warps(float* c, float (&accumulator)[TILES_M][TILES_N][4], int row0,
+__device__ __forceinline__ void store_warps(C_ELEMENT* c, float (&accumulator)[TILES_M][TILES_N][4], int row0,
                                            int column0 RESIDUAL_PARAMETER) {
   finish(c, [&](auto visit) {
 #pragma unroll
@@ -424,7 +478,7 @@ __device__ __forceinline__ void store_warps(float* c, float (&accumulator)[TILES
 }
 
 // The warps' path (mma.sync), on every card.
-__device__ __forceinline__ void product_sync(float* c, const HALF* a, const HALF* b RESIDUAL_PARAMETER) {
+__device__ __forceinline__ void product_sync(C_ELEMENT* c, const HALF* a, const HALF* b RESIDUAL_PARAMETER) {
   extern __shared__ __align__(1024) HALF shared[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int group = warp / (WARPS_M * WARPS_N), group_warp = warp % (WARPS_M * WARPS_N);
@@ -521,7 +575,7 @@ __device__ __forceinline__ void tensor_copy(HALF* stage, const TensorMap* map, i
 // The multiplying warpgroups' walk over the same tiles and stages: a stage
 // is read once its copies have landed and released once the products that
 // read it are done (the latest products stay in flight meanwhile).
-__device__ __forceinline__ void multiply_tiles(float* c, unsigned long long* full, unsigned long long* empty
+__device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long* full, unsigned long long* empty
                                                RESIDUAL_PARAMETER) {
   extern __shared__ __align__(1024) HALF shared[];
   const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
@@ -576,7 +630,7 @@ __device__ __forceinline__ void multiply_tiles(float* c, unsigned long long* ful
 // other has passed all of its waits for the tile before (named barriers 2
 // and 3): a stage's mbarrier phase then never runs more than one ahead of
 // its waiter, which is all a parity can tell apart.
-__device__ __forceinline__ void multiply_tiles_alternating(float* c, unsigned long long* full,
+__device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigned long long* full,
                                                            unsigned long long* empty RESIDUAL_PARAMETER) {
   extern __shared__ __align__(1024) HALF shared[];
   const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
@@ -612,7 +666,7 @@ __device__ __forceinline__ void multiply_tiles_alternating(float* c, unsigned lo
 #else
 // The multiplying warps' walk (mma.sync): a warp releases a stage once its
 // fragment loads from it are done.
-__device__ __forceinline__ void multiply_tiles(float* c, unsigned long long* full, unsigned long long* empty
+__device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long* full, unsigned long long* empty
                                                RESIDUAL_PARAMETER) {
   extern __shared__ __align__(1024) HALF shared[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -636,7 +690,7 @@ __device__ __forceinline__ void multiply_tiles(float* c, unsigned long long* ful
 #endif
 
 // WGMMA 2 and 3's block: its mbarriers follow the ring in shared memory.
-__device__ __forceinline__ void product_specialized(float* c, const HALF* a, const HALF* b, const TensorMap* map_a,
+__device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a, const HALF* b, const TensorMap* map_a,
                                                     const TensorMap* map_b RESIDUAL_PARAMETER) {
   static_assert(WGMMA < 2 || GROUP_THREADS == BLOCK_M * 2, "a warpgroup per 64 rows");
   extern __shared__ __align__(1024) HALF shared[];
@@ -694,10 +748,10 @@ __device__ __forceinline__ void product_specialized(float* c, const HALF* a, con
 #endif
 #if defined(IMAGE_FAMILY_TILED_ADD)
 extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
-image(float* c, const HALF* __restrict__ a, const HALF* __restrict__ b, const float* r TENSOR_MAP_PARAMETERS) {
+image(C_ELEMENT* c, const HALF* __restrict__ a, const HALF* __restrict__ b, const float* r TENSOR_MAP_PARAMETERS) {
 #else
 extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
-image(float* __restrict__ c, const HALF* __restrict__ a, const HALF* __restrict__ b TENSOR_MAP_PARAMETERS) {
+image(C_ELEMENT* __restrict__ c, const HALF* __restrict__ a, const HALF* __restrict__ b TENSOR_MAP_PARAMETERS) {
 #endif
   await_previous_launch();
   if constexpr (K_BLOCKS > 1 && SPLIT == 1) {

@@ -3,14 +3,14 @@ with every tile that serves it, beside torch.matmul (cuBLAS) on the same
 operands, and record the fastest tile per shape in kernels/tiles.json, with
 the shared memory a block may take on the device (its tiles fit it).
 
-    python3 scripts/tile_sweep.py OUT_DIR [--write kernels/tiles.json]
+    python3 scripts/tile_sweep.py OUT_DIR [--write kernels/tiles.json] [--keys KEY,...]
 
 A candidate whose image takes local memory on an architecture the images
 serve (sm_86, sm_90), or whose machine code the certificate's schedule
 check refuses there, is timed but never chosen. Each candidate is checked
 before it is timed: fresh random operands (never
 zeros), C poisoned with NaN, the relative error against a float64 product on
-the GPU must be under 1e-4. A time is one launch's share of a graph of
+the GPU must be under 1e-4 (1e-3 for a C in the half format). A time is one launch's share of a graph of
 REPEATS launches back to back (the plan's own gaps); the anchor is
 torch.matmul with half output timed the same way (a captured CUDA graph).
 A shape whose tiles were also timed inside the whole update (`step_ms` in
@@ -33,7 +33,7 @@ import torch
 
 from planner.bench import torch_graph_us
 from planner.certify.sass import check_cubin
-from planner.kernels.manifest import ARCHS, TILE_CANDIDATES, product_key, tile_serves, tiled_image
+from planner.kernels.manifest import ARCHS, PRODUCT_FAMILIES, TILE_CANDIDATES, product_key, tile_serves, tiled_image
 from planner.model.config import DEFAULT
 from planner.runtime import driver
 from planner.runtime.cubin_info import kernel_info
@@ -42,32 +42,37 @@ from planner.runtime.tensor_maps import launch_parameters
 from planner.schedule import build_plan
 
 REPEATS = 20
-BOUND = 1e-4
+BOUNDS = {False: 1e-4, True: 1e-3}  # binary32 C, half C (one rounding)
 ANY_SHARED = max(t.shared() for t in TILE_CANDIDATES)
 DTYPES = {"binary16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 def shapes(batches: list[int]) -> dict[str, tuple]:
-    """key -> (a layout, b layout, m, n, k, residual, half) of every product the plans launch."""
+    """key -> (a layout, b layout, m, n, k, residual, half, half C) of every product the plans launch."""
     out = {}
     for batch in batches:
         plan = build_plan(replace(DEFAULT, shape=replace(DEFAULT.shape, batch=batch)))
         for img in plan.image.values():
-            if img.family.startswith("tiled"):
+            if img.family in PRODUCT_FAMILIES:
                 c = img.constant_map
-                shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"])
-                out[product_key(*shape[:6])] = shape
+                shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"],
+                         img.family == "tiled-half")
+                out[product_key(*shape[:6], half_c=shape[7])] = shape
     return out
 
 
 def candidates(shape: tuple, shared_limit: int) -> list[int]:
-    a_layout, b_layout, m, n, k, residual, half = shape
+    m, n, k = shape[2:5]
     return [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k, shared_limit)]
+
+
+def _image(shape: tuple, tile: int):
+    return tiled_image(*shape[:7], tile, half_c=shape[7])
 
 
 def _compile(job: tuple) -> None:
     shape, tile, arch = job
-    compile_image(tiled_image(*shape, tile), arch)
+    compile_image(_image(shape, tile), arch)
 
 
 def precompile(all_shapes: list[tuple], arch: str) -> None:
@@ -90,13 +95,14 @@ def choose(shape: tuple, row: dict) -> int:
     """The fastest tile within the error bound whose image every
     architecture the images serve admits."""
     for tile in sorted(row["tiles"], key=lambda i: row["tiles"][i]["us"]):
-        img = tiled_image(*shape, int(tile))
-        if row["tiles"][tile]["error"] < BOUND and all(admitted(compile_image(img, arch), arch) for arch in ARCHS):
+        img = _image(shape, int(tile))
+        if row["tiles"][tile]["error"] < BOUNDS[shape[7]] and all(admitted(compile_image(img, arch), arch)
+                                                                  for arch in ARCHS):
             return int(tile)
-    raise SystemExit(f"no tile computes {shape} within {BOUND} with an admitted image")
+    raise SystemExit(f"no tile computes {shape} within {BOUNDS[shape[7]]} with an admitted image")
 
 
-def sweep_one(device, a_layout, b_layout, m, n, k, residual, half) -> dict:
+def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, half_c) -> dict:
     """Every tile that serves the product within the device's shared memory, timed."""
     dtype = DTYPES[half]
     a = torch.randn((k, m) if a_layout == "c" else (m, k), device="cuda").to(dtype)
@@ -106,9 +112,10 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half) -> dict:
     right = b if b_layout == "c" else b.t()           # k x n
     expected = left.double() @ right.double() + (r.double() if residual else 0)
     row = {"torch_us": torch_graph_us(lambda: torch.matmul(left, right), REPEATS), "tiles": {}}
-    for tile in candidates((a_layout, b_layout, m, n, k, residual, half), device.shared_limit):
-        img = tiled_image(a_layout, b_layout, m, n, k, residual, half, tile)
-        c = torch.full((m, n), float("nan"), device="cuda")
+    shape = (a_layout, b_layout, m, n, k, residual, half, half_c)
+    for tile in candidates(shape, device.shared_limit):
+        img = _image(shape, tile)
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype if half_c else torch.float32)
         pointers = {"c": c.data_ptr(), "a": a.data_ptr(), "b": b.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
         cubin = compile_image(img, device.arch)
         block = launch_parameters(img, img.parameter_block(pointers, {}), cubin)
@@ -122,7 +129,7 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half) -> dict:
         finally:
             driver.unload_kernel(kernel)
         row["tiles"][str(tile)] = {"us": us, "error": error}   # keyed as JSON keys them
-        if not error < BOUND:   # never chosen; the sweep goes on so that the table shows every wrong tile
+        if not error < BOUNDS[half_c]:   # never chosen; the sweep goes on so that the table shows every wrong tile
             print(f"tile {tile} on {a_layout}{b_layout} {m}x{n}x{k}: relative error {error:.2e}", flush=True)
     return row
 
@@ -133,9 +140,15 @@ def main() -> int:
     p.add_argument("--batches", default="1,8")
     p.add_argument("--write", type=Path, help="the tiles table to write")
     p.add_argument("--measured", type=Path, help="choose from an earlier run's tile-sweep.json (no GPU)")
+    p.add_argument("--keys", help="sweep these shapes only (comma-separated keys); the table keeps the others")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     products = shapes([int(b) for b in args.batches.split(",")])
+    if args.keys:
+        unknown = set(args.keys.split(",")) - set(products)
+        if unknown:
+            raise SystemExit(f"no product of the plans is {sorted(unknown)[0]}")
+        products = {key: products[key] for key in args.keys.split(",")}
     if args.measured:
         measured = json.loads(args.measured.read_text())
         results, device_name, shared_limit = measured["shapes"], measured["device"], measured["shared_limit"]
@@ -151,8 +164,9 @@ def main() -> int:
         (args.out / "tile-sweep.json").write_text(json.dumps({"device": device_name, "shared_limit": shared_limit,
                                                               "shapes": results}, indent=1))
     before = json.loads(args.write.read_text())["choices"] if args.write and args.write.exists() else {}
-    choices = {}
-    for key, row in results.items():
+    choices = dict(before) if args.keys else {}   # a sweep of some shapes keeps the others' rows
+    for key in products:
+        row = results[key]
         in_step = before.get(key, {}).get("step_ms")
         tile = int(min(in_step, key=in_step.get)) if in_step else choose(products[key], row)
         best = row["tiles"][str(tile)]["us"]

@@ -3,8 +3,8 @@ the kernel tests."""
 
 from __future__ import annotations
 
-from planner.kernels.manifest import (FAMILIES, STREAMING_ATTENTION, TILE_CANDIDATES, Image, image,
-                                      layernorm_parts, product, tiled_image, transpose)
+from planner.kernels.manifest import (FAMILIES, PRODUCT_FAMILIES, STREAMING_ATTENTION, TILE_CANDIDATES,
+                                      Image, image, layernorm_parts, product, tiled_image, transpose)
 from planner.model.config import Shape
 
 DEFAULT = Shape()
@@ -16,9 +16,11 @@ ADAMW_ELEMENTS = 1_200_004
 
 
 def products(s: Shape, half: str) -> list[Image]:
-    """The model's sixteen products: the forward's X W^T (rows, rows), the data
+    """The model's products: the forward's X W^T (rows, rows), the data
     gradients' dY W (rows, columns), the weight gradients' dY^T X (columns,
-    columns); some add a residual."""
+    columns); some add a residual; those the plan rounds to the half format
+    (the queries, keys and values, the up and gate projections, the gated
+    activation's gradient) also with C in it."""
     t, w, q, f, v = s.tokens, s.width, s.qkv_width, s.ffn, s.vocab
     shapes = [("r", "r", t, q, w, False), ("r", "r", t, w, w, True), ("r", "r", t, f, w, False),
               ("r", "r", t, w, f, True), ("r", "r", t, v, w, False),
@@ -26,7 +28,9 @@ def products(s: Shape, half: str) -> list[Image]:
               ("r", "c", t, w, f, True), ("r", "c", t, f, w, False), ("r", "c", t, w, v, False),
               ("c", "c", q, w, t, False), ("c", "c", w, w, t, False), ("c", "c", f, w, t, False),
               ("c", "c", w, f, t, False), ("c", "c", v, w, t, False)]
-    return [product(a, b, m, n, k, r, half) for a, b, m, n, k, r in shapes]
+    half_c = [("r", "r", t, q, w), ("r", "r", t, f, w), ("r", "c", t, f, w)]
+    return ([product(a, b, m, n, k, r, half) for a, b, m, n, k, r in shapes]
+            + [product(a, b, m, n, k, False, half, half_c=True) for a, b, m, n, k in half_c])
 
 
 def family_images(s: Shape, half: str) -> list[Image]:
@@ -58,7 +62,7 @@ def family_images(s: Shape, half: str) -> list[Image]:
         # an odd ffn: rows whose pairs of elements straddle rows
         image("gated-gelu-backward", "gated-gelu-backward-odd-ffn", half=half, ffn=s.ffn + 1),
     ]
-    missing = set(FAMILIES) - {i.family for i in out} - {"tiled", "tiled-add"}
+    missing = set(FAMILIES) - {i.family for i in out} - set(PRODUCT_FAMILIES)
     assert not missing, f"families without a test image: {sorted(missing)}"
     return out
 
@@ -78,14 +82,19 @@ def bfloat16_images() -> list[Image]:
     """At the grouped shape: the families that convert halves, and one product
     of each operand layout (with and without a residual)."""
     chosen = [i for i in family_images(GROUPED, "bfloat16") if i.family in BFLOAT16_FAMILIES]
-    return chosen + [products(GROUPED, "bfloat16")[i] for i in (0, 1, 5, 8, 11)]
+    return chosen + [products(GROUPED, "bfloat16")[i] for i in (0, 1, 5, 8, 11, 16)]
 
 
 def tile_images() -> list[Image]:
     """Every candidate tile, whether or not a shape records it: one product of
-    each, the operand layouts and the residual taken in turn."""
+    each, the operand layouts, the residual and a half C taken in turn (not
+    with a tile whose warpgroups take tiles in turn, WGMMA 3: holding two
+    tiles' sums, its half C's exchange takes local memory, so the sweep never
+    chooses it)."""
     layouts = ("rr", "rc", "cc")
-    return [tiled_image(*layouts[i % 3], 256, 256, 512, i % 2 == 1, "binary16", i) for i in range(len(TILE_CANDIDATES))]
+    return [tiled_image(*layouts[i % 3], 256, 256, 512, i % 2 == 1, "binary16", i,
+                        half_c=i % 4 == 2 and TILE_CANDIDATES[i].wgmma != 3)
+            for i in range(len(TILE_CANDIDATES))]
 
 
 # (case name, shape, image): the default shape, the small shape, the bfloat16

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner.kernels.manifest import POINTER, STREAMING_ATTENTION, image, tensor_maps
+from planner.kernels.manifest import POINTER, PRODUCT_FAMILIES, STREAMING_ATTENTION, image, tensor_maps
 from planner.runtime import nvrtc
 from planner.runtime.cubin_info import kernel_info
 from tests.kernel_images import CASES
@@ -14,7 +14,7 @@ from tests.kernel_images import CASES
 ARCHITECTURES = ("sm_86", "sm_90")
 # the products and the attention images split in parts take all their shared
 # memory dynamically, as the manifest gives it
-DYNAMIC_SHARED = ("tiled", "tiled-add")
+DYNAMIC_SHARED = PRODUCT_FAMILIES
 STATIC_SHARED_LIMIT = 48 * 1024
 # the most shared memory a block may take on any card the images serve
 # (sm_90's opt-in limit); a plan's products take at most what the card the

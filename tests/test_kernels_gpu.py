@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pytest
 
-from planner.kernels.manifest import POINTER, READ, Image
+from planner.kernels.manifest import POINTER, PRODUCT_FAMILIES, READ, Image
 from planner.model.config import Shape
 from planner.runtime.reference import DTYPES, HALF, REFERENCES, float_to_half, half_to_float, reference
 from planner.runtime.tensor_maps import launch_parameters
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.gpu
 GUARD = 256        # bytes fenced before and after every argument's extent
 GUARD_BYTE = 0xA5
 POISON_BYTE = 0xFF
-PRODUCTS = ("tiled", "tiled-add")
+PRODUCTS = PRODUCT_FAMILIES
 TIMED_LAUNCHES = 20   # after the checked ones: the table's time (in-place kernels keep updating)
 # the launches' scalars, as the plan derives them for the default learner
 ATTENTION_SCALARS = {"stream_scale": math.log2(math.e) / 8, "score_scale": 1 / 8}
@@ -122,7 +122,7 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
         residual = {"residual": _normal(rng, n)} if f == "layernorm-backward-add" else {}
         return {"x": x["in"], "dy": _normal(rng, n), "gamma": x["gamma"], "statistics": stats} | residual, scalars
     if f in ("qk-rope", "value-transpose"):
-        qkv = _normal(rng, c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64)
+        qkv = _halves(rng, c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64, half)
         return {"qkv": qkv} | (_tables(rng, c["seq"]) if f == "qk-rope" else {}), {}
     if f.startswith("attention-"):
         return _attention_inputs(c, rng), ATTENTION_SCALARS
@@ -153,10 +153,10 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
         # the backward writes whole rows side by side: an odd number of them
         # (at the default shape, not a whole number of blocks either)
         n = (shape.tokens - 1) * c["ffn"] if f == "gated-gelu-backward" else _elements(shape, shape.ffn)
-        x = {"up": _normal(rng, n, 2.0), "gate": _normal(rng, n, 2.0)}
+        x = {"up": _halves(rng, n, half, 2.0), "gate": _halves(rng, n, half, 2.0)}
         scalars = GELU_SCALARS | {"elements": n}
         if f == "gated-gelu-backward":
-            x |= {"gated_gradient": _normal(rng, n)}
+            x |= {"gated_gradient": _halves(rng, n, half)}
         return x, scalars
     if f in PRODUCTS:
         m, n, k = c["m"], c["n"], c["k"]

@@ -309,6 +309,25 @@ def test_the_logits_gradient_is_written_once_in_the_half_format(default_plan):
                    for l in launches)
 
 
+def test_products_read_only_in_the_half_format_write_it(default_plan):
+    """Each layer's queries, keys and values, up and gate projections (every
+    forward) and gated activation's gradient (the backward) are written in
+    the half format, C's extent half a binary32 one's."""
+    s = DEFAULT.shape
+    halves = [l for l in default_plan.launches if l.image.endswith("-half") and l.image.startswith("tiled")]
+    # the update's forward and backward, and the other submissions' forwards
+    per_forward = 3 * s.layers
+    assert {l.image for l in halves} == {f"tiled-rr-m{s.tokens}-n{s.qkv_width}-k{s.width}-half",
+                                         f"tiled-rr-m{s.tokens}-n{s.ffn}-k{s.width}-half",
+                                         f"tiled-rc-m{s.tokens}-n{s.ffn}-k{s.width}-half"}
+    assert sum(l.image.startswith("tiled-rc") for l in halves) == s.layers
+    assert (len(halves) - s.layers) % per_forward == 0
+    for l in halves:
+        (c,) = [a for a in l.accesses if a.argument == "c"]
+        m, n = (int(part[1:]) for part in l.image.split("-")[2:4])
+        assert c.stop - c.start == m * n * 2
+
+
 @pytest.mark.parametrize("rows", [64 * m for m in (1, 2, 3, 15, 16, 17, 31, 33, 64, 127, 128, 129, 256)])
 def test_a_layer_norms_sums_fit_half_its_plane(rows):
     # 2 width words a block: at most half of a rows x width binary32 plane

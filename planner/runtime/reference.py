@@ -167,14 +167,14 @@ def _tables(x) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _qk_rope(c, x, s):
-    heads = _qkv(c, _f64(x["qkv"]))
+    heads = _qkv(c, half_to_float(x["qkv"], c["half"]))
     rotated = _rotate(heads[:, : c["heads"] + c["kv_heads"]], *_tables(x), sign=1)
     return {"queries": rotated[:, : c["heads"]].reshape(-1), "keys": rotated[:, c["heads"]:].reshape(-1)}
 
 
 def _value_transpose(c, x, s):
-    values = _qkv(c, x["qkv"])[:, c["heads"] + c["kv_heads"]:]  # [b][g][s][64]
-    return {"values_t": float_to_half(np.ascontiguousarray(values.transpose(0, 1, 3, 2)).reshape(-1), c["half"])}
+    values = _qkv(c, x["qkv"])[:, c["heads"] + c["kv_heads"]:]  # [b][g][s][64], the halves moved as they are
+    return {"values_t": np.ascontiguousarray(values.transpose(0, 1, 3, 2)).reshape(-1)}
 
 
 def _token_to_head(c, x, s):
@@ -324,27 +324,27 @@ def _adamw(c, x, s):
 
 # ---- the gated activation ----
 
-def _gelu_terms(x, s):
-    gate = _f64(x["gate"])[: s["elements"]]
+def _gelu_terms(c, x, s):
+    gate = half_to_float(x["gate"], c["half"])[: s["elements"]]
     k, cubic = np.float64(np.float32(s["sqrt_two_over_pi"])), np.float64(np.float32(s["cubic"]))
     th = np.tanh(k * (gate + cubic * gate**3))
     return gate, th, k, cubic
 
 
 def _gated_gelu_forward(c, x, s):
-    gate, th, _, _ = _gelu_terms(x, s)
-    return {"gated": 0.5 * gate * (1.0 + th) * _f64(x["up"])[: s["elements"]]}
+    gate, th, _, _ = _gelu_terms(c, x, s)
+    return {"gated": 0.5 * gate * (1.0 + th) * half_to_float(x["up"], c["half"])[: s["elements"]]}
 
 
 def _gated_gelu_backward(c, x, s):
     n = s["elements"]
-    gate, th, k, cubic = _gelu_terms(x, s)
+    gate, th, k, cubic = _gelu_terms(c, x, s)
     slope = 0.5 * (1.0 + th) + 0.5 * gate * (1.0 - th * th) * k * (1.0 + 3.0 * cubic * gate * gate)
-    dy = _f64(x["gated_gradient"])[:n]
+    dy = half_to_float(x["gated_gradient"], c["half"])[:n]
     rows, ffn = divmod(n, c["ffn"])
     assert ffn == 0, "whole rows of the gated activation"
     up_gradient = (dy * 0.5 * gate * (1.0 + th)).reshape(rows, c["ffn"])
-    gate_gradient = (dy * _f64(x["up"])[:n] * slope).reshape(rows, c["ffn"])
+    gate_gradient = (dy * half_to_float(x["up"], c["half"])[:n] * slope).reshape(rows, c["ffn"])
     return {"pair_gradient": np.concatenate([up_gradient, gate_gradient], axis=1).reshape(-1)}
 
 
@@ -382,8 +382,8 @@ REFERENCES: dict[str, Reference] = {
                                         _layernorm_backward_add),
     "layernorm-parameters": Reference({"gamma_gradient": F32, "beta_gradient": F32, "partials": F32},
                                       _layernorm_parameters),
-    "qk-rope": Reference({"queries": HALF, "keys": HALF, "qkv": F32, "cosine": F32, "sine": F32}, _qk_rope),
-    "value-transpose": Reference({"values_t": HALF, "qkv": F32}, _value_transpose),
+    "qk-rope": Reference({"queries": HALF, "keys": HALF, "qkv": HALF, "cosine": F32, "sine": F32}, _qk_rope),
+    "value-transpose": Reference({"values_t": HALF, "qkv": HALF}, _value_transpose),
     "attention-forward": Reference({"q": HALF, "k": HALF, "v_t": HALF, "out": HALF, "log_sum_exp": F32},
                                    _attention_forward),
     "attention-query": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
@@ -401,11 +401,12 @@ REFERENCES: dict[str, Reference] = {
     "embedding-scatter": Reference({"gradient": F32, "dy": F32, "ids": I32}, _embedding_scatter),
     "adamw": Reference({"parameters": F32, "gradients": F32, "first_moments": F32, "second_moments": F32,
                         "halves": HALF}, _adamw),
-    "gated-gelu-forward": Reference({"gated": HALF, "up": F32, "gate": F32}, _gated_gelu_forward),
-    "gated-gelu-backward": Reference({"pair_gradient": HALF, "gated_gradient": F32, "up": F32, "gate": F32},
+    "gated-gelu-forward": Reference({"gated": HALF, "up": HALF, "gate": HALF}, _gated_gelu_forward),
+    "gated-gelu-backward": Reference({"pair_gradient": HALF, "gated_gradient": HALF, "up": HALF, "gate": HALF},
                                      _gated_gelu_backward),
     "tiled": Reference(_PRODUCT, _tiled),
     "tiled-add": Reference(_PRODUCT | {"r": F32}, _tiled),
+    "tiled-half": Reference(_PRODUCT | {"c": HALF}, _tiled),
 }
 
 

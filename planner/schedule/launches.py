@@ -166,10 +166,12 @@ def cast_down(b: Builder, out: Where, src: Where, elements: int) -> None:
 
 
 def tiled(b: Builder, a: str, bl: str, m: int, n: int, k: int, c: Where, left: Where, right: Where,
-          residual: Where | None = None) -> None:
+          residual: Where | None = None, half_c: bool = False) -> None:
     """C (m x n) = A B (+ R): the forward's X W^T is (r, r), a data
-    gradient's dY W is (r, c), a weight gradient's dY^T X is (c, c)."""
-    img = product(a, bl, m, n, k, residual is not None, _half(b.config))
+    gradient's dY W is (r, c), a weight gradient's dY^T X is (c, c). With
+    half_c C is rounded to the half format, in the first half of the
+    binary32 plane the seed gives it."""
+    img = product(a, bl, m, n, k, residual is not None, _half(b.config), half_c)
     pointers = {"c": c, "a": left, "b": right} | ({"r": residual} if residual is not None else {})
     b.launch(img, pointers)
 
@@ -331,7 +333,11 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
     sv = lambda item: lay.saved(l, item)
     with b.phase(LAYER):
         layer_norm(b, sv("norm1-half"), x, p("norm1-gain"), p("norm1-shift"), sv("norm1-statistics"))
-        tiled(b, "r", "r", T, s.qkv_width, W, lay.at("qkv"), sv("norm1-half"), h("qkv"))
+        # the queries, keys and values, the up and gate projections (and, in
+        # the backward, the gated activation's gradient) in the half format:
+        # their readers round what they make of them to it, so they are
+        # written and read at half the bytes
+        tiled(b, "r", "r", T, s.qkv_width, W, lay.at("qkv"), sv("norm1-half"), h("qkv"), half_c=True)
         b.launch(_attention(b, "qk-rope"), {"queries": sv("queries"), "keys": sv("keys"), "qkv": lay.at("qkv"),
                                              "cosine": lay.at("rotary-cosine"), "sine": lay.at("rotary-sine")})
         b.launch(_attention(b, "value-transpose"), {"values_t": sv("values-t"), "qkv": lay.at("qkv")})
@@ -340,8 +346,8 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
                   "log_sum_exp": sv("log-sum-exp")}, stream_scale=c.stream_scale)
         tiled(b, "r", "r", T, W, W, sv("projection"), sv("merged-half"), h("output"), residual=x)
         layer_norm(b, sv("norm2-half"), sv("projection"), p("norm2-gain"), p("norm2-shift"), sv("norm2-statistics"))
-        tiled(b, "r", "r", T, F, W, sv("up"), sv("norm2-half"), h("up"))
-        tiled(b, "r", "r", T, F, W, sv("gate"), sv("norm2-half"), h("gate"))
+        tiled(b, "r", "r", T, F, W, sv("up"), sv("norm2-half"), h("up"), half_c=True)
+        tiled(b, "r", "r", T, F, W, sv("gate"), sv("norm2-half"), h("gate"), half_c=True)
         b.launch(image("gated-gelu-forward", half=_half(b.config)),
                  {"gated": sv("gated-half"), "up": sv("up"), "gate": sv("gate")},
                  **_gelu_scalars(b, T * F))
@@ -405,7 +411,7 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
     with b.phase(FFN_DOWN):
         # `current` in the half format, as the layer norm's backward that
         # wrote it left it
-        tiled(b, "r", "c", T, F, W, at("gated-gradient"), gradient_half(b), h("down"))
+        tiled(b, "r", "c", T, F, W, at("gated-gradient"), gradient_half(b), h("down"), half_c=True)
         tiled(b, "c", "c", W, F, T, g("down"), gradient_half(b), sv("gated-half"))
     with b.phase(FFN_GATE):
         # each row of the pair's gradient holds the up gradient's row, then
