@@ -190,6 +190,18 @@ extern "C" __global__ void p_softmax(const float* x, float* y, int cols) {
   float inv = __frcp_rn(s), q = 1.f / (s + 1.f);
   for (int c = threadIdx.x; c < cols; c += 32) y[(size_t)blockIdx.x * cols + c] = __expf(row[c] - m) * inv + q;
 }
+extern "C" __global__ void p_shfl_exchange(const float* x, unsigned* y) {
+  // more shuffles in flight than there are barriers (a product's epilogue
+  // trading words between lanes)
+  const unsigned lane = threadIdx.x & 31;
+  unsigned a[16], r[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) a[i] = __float_as_uint(x[i * 32 + threadIdx.x]) ^ lane;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) r[i] = __shfl_xor_sync(0xffffffffu, (lane & 1) ? a[i] : a[(i + 1) % 16], 1);
+#pragma unroll
+  for (int i = 0; i < 16; ++i) y[i * 32 + threadIdx.x] = (lane & 1) ? r[i] : a[i] + r[i];
+}
 extern "C" __global__ void p_norm(const float* x, const float* g, float* y, int cols, float eps) {
   __shared__ float red[32];
   const float* row = x + (size_t)blockIdx.x * cols;

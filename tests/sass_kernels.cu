@@ -95,6 +95,17 @@ extern "C" __global__ void k_reduce_shfl(const float* x, float* out, int n) {
   }
 }
 
+extern "C" __global__ void k_shfl_exchange(const float* x, unsigned* y) {
+  // more shuffles in flight than barriers: ptxas lets their results retire in order
+  const unsigned lane = threadIdx.x & 31;
+  unsigned a[12], r[12];
+#pragma unroll
+  for (int i = 0; i < 12; ++i) a[i] = __float_as_uint(x[i * 32 + threadIdx.x]) + lane;
+#pragma unroll
+  for (int i = 0; i < 12; ++i) r[i] = __shfl_xor_sync(0xffffffffu, (lane & 1) ? a[i] : a[(i + 5) % 12], 1);
+#pragma unroll
+  for (int i = 0; i < 12; ++i) y[i * 32 + threadIdx.x] = (lane & 1) ? r[i] : a[i] ^ r[i];
+}
 extern "C" __global__ void k_argmax(const float* x, int* out, int cols) {
   const float* row = x + (size_t)blockIdx.x * cols;
   float best = NEG_INF; int where = 0;

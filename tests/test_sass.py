@@ -230,6 +230,21 @@ def test_opcode_outside_the_model_is_unknown(cubins):
     assert any("FFMA" in u.reason for u in report.unknowns)
 
 
+def test_shuffles_retire_in_order_as_ptxas_relies(cubins):
+    """With more shuffles in flight than barriers, ptxas lets a later
+    shuffle's barrier cover an earlier one's result (the corpus's
+    p_shfl_exchange shows it): the model's in-order class. Without it the
+    sm_86 exchange kernel is refused."""
+    model = default_model()
+    arch = model.arch("sm_86")
+    assert frozenset({"SHFL"}) in arch.in_order
+    without = replace(arch, in_order=tuple(c for c in arch.in_order if "SHFL" not in c))
+    unordered = replace(model, archs={**model.archs, "sm_86": without}, digest="shuffles unordered")
+    report = check_cubin(cubins["sm_86"], "sm_86", unordered)
+    assert {f.kernel for f in report.findings} == {"k_shfl_exchange"}
+    assert all("SHFL" in f.text() for f in report.findings)
+
+
 def test_undecided_witness_is_unknown_not_pass(cubins, monkeypatch):
     planted = next(m for m in mutations(cubins["sm_86"], "sm_86") if m.kind == WAIT and m.kernel == "k_saxpy")
     monkeypatch.setattr(check_module, "_solve", lambda *args: check_module._Witness(None, "Z3: timeout"))
