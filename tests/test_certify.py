@@ -308,6 +308,30 @@ def test_a_machine_code_check_is_a_property():
         MACHINE_CHECKS.pop("sass-test")
 
 
+def test_stored_attestations_go_stale_with_a_cubin_or_the_check(tmp_path):
+    """A stored certificate vouches for the cubins its machine-code check
+    passed and names that check: another cubin, one more or one fewer, or
+    another check (its code, latency model or disassembler) leave it stale."""
+    def machine(attested, checker="check-1"):
+        register("sass-test", lambda plan: MachineFindings(attested=attested, checker=checker))
+        return check(GOOD)
+
+    try:
+        proofs.write(machine({"fill@sm_90": "ab" * 32, "copy@sm_90": "cd" * 32}), tmp_path)
+        stored = json.loads((tmp_path / "certificate.json").read_text())
+        entry = next(e for e in stored["properties"] if e["id"] == "sass-test")
+        assert entry["checker"] == "check-1" and entry["attested"]["fill@sm_90"] == "ab" * 32
+        assert proofs.check(machine({"fill@sm_90": "ab" * 32, "copy@sm_90": "cd" * 32}), tmp_path).current
+        for attested, checker, word in [({"fill@sm_90": "ef" * 32, "copy@sm_90": "cd" * 32}, "check-1", "fill@sm_90"),
+                                        ({"fill@sm_90": "ab" * 32}, "check-1", "copy@sm_90"),
+                                        ({"fill@sm_90": "ab" * 32, "copy@sm_90": "cd" * 32}, "check-2",
+                                         "another machine-code check")]:
+            found = proofs.check(machine(attested, checker), tmp_path)
+            assert not found.current and any("sass-test" in p and word in p for p in found.problems), found.problems
+    finally:
+        MACHINE_CHECKS.pop("sass-test")
+
+
 # ---- the command ----
 
 def _certify(*argv: str) -> int:

@@ -72,6 +72,7 @@ class Result:
     answer: str = ""                   # Z3's answer: sat | unsat | unknown
     reason: str = ""                   # why unknown
     attested: dict[str, str] = field(default_factory=dict)   # what a machine-code check vouches for
+    checker: str = ""                  # the machine-code check that decided it (its fingerprint)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,9 @@ class MachineFindings:
     unknown: tuple[str, ...] = ()      # what it could not decide, each a line
     # "image@arch" -> SHA-256 of each cubin it passed: the runtime loads only these
     attested: dict[str, str] = field(default_factory=dict)
+    # the check itself: its code, its latency model and its disassembler
+    # (what else the verdicts rest on), as a digest
+    checker: str = ""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ def sass_check(archs: Iterable[str] = ARCHS):
     archs = tuple(dict.fromkeys(archs))
 
     def check(plan: Plan) -> MachineFindings:
-        from planner.certify.sass import check_cubins
+        from planner.certify.sass import check_cubins, fingerprint
         from planner.runtime.nvrtc import CompileError, cache_directory, compile_image
 
         violations, unknown, attested = [], [], {}
@@ -44,6 +44,6 @@ def sass_check(archs: Iterable[str] = ARCHS):
                                                       f"launch before it is still running"))
                 for u in report.unknowns:
                     unknown.append(f"image {name} ({arch}): {u.describe()}")
-        return MachineFindings(tuple(violations), tuple(unknown), attested)
+        return MachineFindings(tuple(violations), tuple(unknown), attested, fingerprint())
 
     return check

@@ -8,10 +8,12 @@ and it admits only the plan whose digest it holds.
 On disk a certificate is a directory (one per configuration, under the
 repository's proofs/): certificate.json (the plan's digest, the solver and
 its version, each property's verdict, candidates and time, each query
-file's SHA-256) and one SMT-LIB 2 file per query, the exact text Z3
+file's SHA-256, and for the machine code each cubin it attests and the
+check that decided it) and one SMT-LIB 2 file per query, the exact text Z3
 decided, so a second solver can decide it again. Checking a directory
-derives the plan and its queries afresh and compares: a different digest or
-query text means the stored certificate is stale.
+derives the plan, its queries and its cubins afresh and compares: a
+different digest, query text, cubin or check means the stored certificate
+is stale.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ def record(outcome: Outcome) -> dict:
             "candidates": r.candidates, "seconds": round(r.seconds, 3),
             **({"query": f"{r.property}.smt2", "sha256": _sha(r.query)} if r.query else {}),
             **({"attested": r.attested} if r.attested else {}),
+            **({"checker": r.checker} if r.checker else {}),
         } for r in outcome.results],
     }
 
@@ -135,6 +138,15 @@ def check(outcome: Outcome, directory: Path, resolve: bool = False) -> Check:
             continue
         if r.query and entry.get("sha256") != _sha(r.query):
             problems.append(f"property {r.property}: stale query (the plan's query is not the stored one)")
+        stored_attested = entry.get("attested", {})
+        changed = sorted(k for k in stored_attested.keys() | r.attested.keys()
+                         if stored_attested.get(k) != r.attested.get(k))
+        if changed:
+            problems.append(f"property {r.property}: stale attestations ({len(changed)} cubins differ, "
+                            f"{changed[0]} first)")
+        if entry.get("checker", "") != r.checker:
+            problems.append(f"property {r.property}: stale: decided by another machine-code check "
+                            f"({str(entry.get('checker'))[:16]}, now {r.checker[:16]})")
         if resolve and r.query:
             problems += _resolve(directory / f"{r.property}.smt2", entry.get("sha256"))
     problems += [f"property {name}: recorded but no longer checked" for name in entries]

@@ -559,5 +559,5 @@ def check(plan: Plan, *, limit: int = 5, timeout_ms: int = 60_000, prover: Prove
         verdict = FAIL if found.violations else UNKNOWN if found.unknown else PASS
         results.append(Result(name, "6", f"machine code: {name}", verdict, tuple(found.violations[:limit]),
                               seconds=time.perf_counter() - t0, reason="; ".join(found.unknown[:limit]),
-                              attested=dict(found.attested)))
+                              attested=dict(found.attested), checker=found.checker))
     return Outcome(plan.digest, tuple(results), time.perf_counter() - began, solver_version())
