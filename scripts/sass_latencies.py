@@ -23,6 +23,11 @@ reads, per architecture:
   depbar_setup   the same for DEPBAR
   in_order       opcodes whose unbarriered results ptxas lets a later
                  barriered operation of the class cover
+  operand_order  opcodes that read their operands in issue order: ptxas lets
+                 a later variable-latency operation of the class overwrite a
+                 register an earlier one's read barrier protects, unwaited
+                 (the later one writes it only after reading its own
+                 operands, so after the earlier one has read its)
 
 Every number is a least distance ptxas left, so the model never asks more
 than ptxas does on this corpus.  W rests on adjacent readings (nothing but
@@ -524,9 +529,12 @@ def source() -> str:
 # -- compiling -------------------------------------------------------------------
 
 
-# A larger pattern kept in its own file (compiled as the images it stands for
-# are: fast math)
+# Larger patterns kept in their own files, compiled as the images they stand
+# for are (the attention with fast math, the rotary embedding with its
+# register bound)
 ATTENTION_PATTERN = Path(__file__).resolve().parent / "sass_pattern_attention.cu"
+ROPE_PATTERN = Path(__file__).resolve().parent / "sass_pattern_rope.cu"
+ROPE_OPTIONS = ["-std=c++17", "--maxrregcount=64"]
 
 
 def compile_cubin(text: str, arch: str) -> bytes:
@@ -537,7 +545,8 @@ def corpus_functions(arch: str) -> dict[str, Function]:
     """Every chain and pattern kernel's code for `arch`."""
     attention = compile_source(ATTENTION_PATTERN.read_text(), ATTENTION_PATTERN.name,
                                [f"-arch={arch}", "-use_fast_math"])
-    return disassemble(compile_cubin(source(), arch)) | disassemble(attention)
+    rope = compile_source(ROPE_PATTERN.read_text(), ROPE_PATTERN.name, [f"-arch={arch}", *ROPE_OPTIONS])
+    return disassemble(compile_cubin(source(), arch)) | disassemble(attention) | disassemble(rope)
 
 
 # -- reading the schedules ---------------------------------------------------------
@@ -562,10 +571,14 @@ class Observations:
     reads: list[Read]
     setup: int  # least cycles from setting a barrier to a wait-mask wait on it
     depbar_setup: int  # the same for DEPBAR.LE
+    # (reader, overwriter): a register the reader's read barrier protects
+    # written by the overwriter before any wait on that barrier
+    overwrites: list[tuple[str, str]]
 
 
 def observe(functions: dict[str, Function]) -> Observations:
     reads: list[Read] = []
+    overwrites: list[tuple[str, str]] = []
     setup = {"mask": 99, "depbar": 99}
     for function in functions.values():
         flow = control_flow(function)
@@ -579,7 +592,39 @@ def observe(functions: dict[str, Function]) -> Observations:
                 setup[kind] = min(setup[kind], distance)
             if producer.writes:
                 reads.extend(_reads_of(code, flow, index))
-    return Observations(reads, setup["mask"], setup["depbar"])
+            if control.read_barrier is not None:
+                overwrites.extend(_overwrites_of(code, flow, index))
+    return Observations(reads, setup["mask"], setup["depbar"], overwrites)
+
+
+def _overwrites_of(code, flow, index: int) -> list[tuple[str, str]]:
+    """(reader, overwriter) opcodes along one path (fallthrough first): a
+    later instruction writing a register the reader's read barrier protects,
+    before any wait on that barrier (or on its write barrier: its result
+    arriving means it has read its operands)."""
+    reader = code[index]
+    barriers = {b for b in (reader.control.read_barrier, reader.control.write_barrier) if b is not None}
+    protected = {r for r in reader.reads if r.startswith("R") and r != reader.guard_register}
+    found = []
+    at, seen = index, {index}
+    while protected and len(seen) < PATH_LIMIT:
+        successors = flow.successors[at]
+        if not successors:
+            break
+        following = at + 1 if at + 1 in successors else successors[0]
+        if following in seen:
+            break
+        seen.add(following)
+        at, later = following, code[following]
+        if any(later.control.wait_mask >> b & 1 for b in barriers):
+            break
+        if later.never_executes or later.base == "CALL":
+            continue
+        written = protected & set(later.writes)
+        if written:
+            found.append((reader.opcode, later.opcode))
+            protected -= written
+    return found
 
 
 def _reads_of(code, flow, index: int) -> list[Read]:
@@ -696,6 +741,7 @@ def table(observations: Observations) -> dict:
         "depbar_setup": observations.depbar_setup,
         "variable": sorted(keys),
         "in_order": _in_order(reads, variable),
+        "operand_order": _operand_order(observations.overwrites, variable),
         "fixed": fixed,
         "readers": late,
     }
@@ -763,6 +809,21 @@ def _in_order(reads: list[Read], variable: set[str]) -> list[list[str]]:
             pair = {producer} | candidates
         else:
             continue
+        joined = [c for c in classes if c & pair]
+        classes = [c for c in classes if not c & pair] + [set().union(pair, *joined)]
+    return sorted(sorted(c) for c in classes)
+
+
+def _operand_order(overwrites: list[tuple[str, str]], variable: set[str]) -> list[list[str]]:
+    """Classes of opcodes that read their operands in issue order: a
+    variable-latency overwriter of a register an earlier operation's read
+    barrier still protects joins the reader's class (an overwriter of fixed
+    latency is no evidence: the model holds it to the barrier)."""
+    classes: list[set[str]] = []
+    for reader, overwriter in overwrites:
+        if overwriter not in variable:
+            continue
+        pair = {_base(reader), _base(overwriter)}
         joined = [c for c in classes if c & pair]
         classes = [c for c in classes if not c & pair] + [set().union(pair, *joined)]
     return sorted(sorted(c) for c in classes)

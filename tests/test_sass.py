@@ -245,6 +245,22 @@ def test_shuffles_retire_in_order_as_ptxas_relies(cubins):
     assert all("SHFL" in f.text() for f in report.findings)
 
 
+def test_loads_read_their_operands_in_issue_order_as_ptxas_relies():
+    """The rotary embedding's pattern (scripts/sass_pattern_rope.cu): ptxas
+    lets a later global load overwrite an address register an earlier
+    load's read barrier still protects. With the model's operand-order class
+    the sm_90 schedule passes; without it the overwrite is refused."""
+    pattern = Path(__file__).resolve().parents[1] / "scripts" / "sass_pattern_rope.cu"
+    cubin = compile_source(pattern.read_text(), pattern.name, ["-arch=sm_90", "-std=c++17", "--maxrregcount=64"])
+    model = default_model()
+    assert check_cubin(cubin, "sm_90").status == "pass"
+    arch = model.arch("sm_90")
+    without = replace(arch, operand_order=tuple(c for c in arch.operand_order if "LDG" not in c))
+    unordered = replace(model, archs={**model.archs, "sm_90": without}, digest="loads unordered")
+    report = check_cubin(cubin, "sm_90", unordered)
+    assert report.findings and all("read-barrier" in f.text() and "LDG" in f.text() for f in report.findings)
+
+
 def test_undecided_witness_is_unknown_not_pass(cubins, monkeypatch):
     planted = next(m for m in mutations(cubins["sm_86"], "sm_86") if m.kind == WAIT and m.kernel == "k_saxpy")
     monkeypatch.setattr(check_module, "_solve", lambda *args: check_module._Witness(None, "Z3: timeout"))

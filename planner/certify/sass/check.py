@@ -41,6 +41,11 @@ is seen relying on the stronger:
     commits; a DEPBAR.LE that retires the group (counted on the LDGDEPBAR's
     barrier, in commit order) means the copy has read its operands too:
     ptxas reuses a copy's address registers on that ground alone.
+  * Operations of a model ``operand_order`` class read their operands in
+    issue order, mined from ptxas letting a later variable-latency operation
+    of the class overwrite a register an earlier one's read barrier still
+    protects, unwaited: the later one writes it only once it has read its own
+    operands, so after the earlier one has read its.
   * A guarded instruction may not execute: its writes end nothing, but it is
     still a reader.  Waits and barriers apply whatever the guard.  ``@!PT``
     instructions have no register effect.
@@ -302,6 +307,9 @@ def _variable_hazards(
         barrier, live = origin.read_barrier, origin.late_reads
         in_order = None
         completing = {barrier, origin.write_barrier}
+    # (a read barrier's operation) the class whose later variable-latency
+    # operations write only after it has read its operands
+    queued = model.operand_order_class(origin.instruction.opcode) if kind == READ_BARRIER else None
     cap = max(model.barrier_setup, model.depbar_setup)
     # an asynchronous copy (LDGSTS) joins the group the next LDGDEPBAR
     # commits: the group's completion (DEPBAR.LE on its barrier, counted in
@@ -317,6 +325,9 @@ def _variable_hazards(
         if _completes(op, pending, barrier, completing, model):
             continue
         hit = pending.live & (op.reads if kind == VARIABLE else op.writes) if op.executes else frozenset()
+        if queued is not None and model.is_variable(op.instruction.opcode) \
+                and model.operand_order_class(op.instruction.opcode) == queued:
+            hit = frozenset()  # its writes land after the reader has read (the registers stay protected)
         for register in sorted(hit):
             if index not in reported:
                 reported.add(index)

@@ -47,6 +47,7 @@ class ArchModel:
     depbar_setup: int  # the same for DEPBAR
     variable: frozenset[str]  # opcode keys whose results arrive through a barrier
     in_order: tuple[frozenset[str], ...]  # classes whose results retire in issue order
+    operand_order: tuple[frozenset[str], ...]  # classes that read their operands in issue order
     fixed: Mapping[str, Mapping[str, int]]  # producer key -> {"*": W, "guard": cycles}
     readers: Mapping[str, int]  # reader key -> R, the cycles it takes operands late
 
@@ -59,6 +60,10 @@ class ArchModel:
     def in_order_class(self, opcode: str) -> int | None:
         """Index of the in-order class ``opcode`` belongs to, if any."""
         return self._lookup("in_order", self._in_order_keys, opcode)
+
+    def operand_order_class(self, opcode: str) -> int | None:
+        """Index of the class ``opcode`` reads its operands in issue order with, if any."""
+        return self._lookup("operand_order", self._operand_order_keys, opcode)
 
     def fixed_latency(self, producer: str, consumer: str, as_guard: bool) -> int | None:
         """Cycles from ``producer``'s issue until ``consumer`` may read its result:
@@ -95,6 +100,10 @@ class ArchModel:
     def _in_order_keys(self) -> dict[str, int]:
         return {key: index for index, members in enumerate(self.in_order) for key in members}
 
+    @cached_property
+    def _operand_order_keys(self) -> dict[str, int]:
+        return {key: index for index, members in enumerate(self.operand_order) for key in members}
+
 
 @dataclass(frozen=True)
 class LatencyModel:
@@ -119,6 +128,7 @@ def parse_model(text: str) -> LatencyModel:
             depbar_setup=int(entry["depbar_setup"]),
             variable=frozenset(entry["variable"]),
             in_order=tuple(frozenset(members) for members in entry["in_order"]),
+            operand_order=tuple(frozenset(members) for members in entry["operand_order"]),
             fixed={producer: dict(row) for producer, row in entry["fixed"].items()},
             readers=dict(entry["readers"]),
         )
