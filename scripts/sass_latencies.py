@@ -597,6 +597,21 @@ def observe(functions: dict[str, Function]) -> Observations:
     return Observations(reads, setup["mask"], setup["depbar"], overwrites)
 
 
+def _path(code, flow, index: int):
+    """The instructions after ``index`` along one path (fallthrough first),
+    to a dead end, a loop back or PATH_LIMIT instructions."""
+    at, seen = index, {index}
+    while len(seen) < PATH_LIMIT:
+        successors = flow.successors[at]
+        if not successors:
+            return
+        at = at + 1 if at + 1 in successors else successors[0]
+        if at in seen:
+            return
+        seen.add(at)
+        yield at
+
+
 def _overwrites_of(code, flow, index: int) -> list[tuple[str, str]]:
     """(reader, overwriter) opcodes along one path (fallthrough first): a
     later instruction writing a register the reader's read barrier protects,
@@ -606,17 +621,9 @@ def _overwrites_of(code, flow, index: int) -> list[tuple[str, str]]:
     barriers = {b for b in (reader.control.read_barrier, reader.control.write_barrier) if b is not None}
     protected = {r for r in reader.reads if r.startswith("R") and r != reader.guard_register}
     found = []
-    at, seen = index, {index}
-    while protected and len(seen) < PATH_LIMIT:
-        successors = flow.successors[at]
-        if not successors:
-            break
-        following = at + 1 if at + 1 in successors else successors[0]
-        if following in seen:
-            break
-        seen.add(following)
-        at, later = following, code[following]
-        if any(later.control.wait_mask >> b & 1 for b in barriers):
+    for at in _path(code, flow, index):
+        later = code[at]
+        if not protected or any(later.control.wait_mask >> b & 1 for b in barriers):
             break
         if later.never_executes or later.base == "CALL":
             continue
@@ -634,17 +641,12 @@ def _reads_of(code, flow, index: int) -> list[Read]:
     distance, waited = 0, False
     issued, completed = [], []  # later barriered producers; those whose barrier was waited on
     adjacent = True  # nothing but filler passed so far
-    at, seen = index, {index}
-    while live and len(seen) < PATH_LIMIT:
-        successors = flow.successors[at]
-        if not successors:
-            return []
-        following = at + 1 if at + 1 in successors else successors[0]
-        distance += code[at].control.stall
-        if following in seen:
-            return []
-        seen.add(following)
-        at, consumer = following, code[following]
+    before = index
+    for at in _path(code, flow, index):
+        if not live:
+            break
+        distance += code[before].control.stall
+        before, consumer = at, code[at]
         mask = consumer.control.wait_mask
         waited = waited or bool(mask)
         completed += [op.opcode for op in issued if mask >> op.control.write_barrier & 1]
