@@ -197,25 +197,25 @@ typedef float C_ELEMENT;
 // 30.5 -> 29.0 us)
 constexpr bool STREAMED_C = static_cast<size_t>(M) * N * sizeof(C_ELEMENT) > (32u << 20);
 
+// A store to C (streamed where C is)
+template <typename T>
+__device__ __forceinline__ void store_c(T* at, T value) {
+  if constexpr (STREAMED_C) {
+    __stcs(at, value);
+  } else {
+    *at = value;
+  }
+}
+
 // C's pair at (row, column) stored
 __device__ __forceinline__ void store_pair(float* c, int row, int column, float v0, float v1) {
-  float2* const at = reinterpret_cast<float2*>(c + static_cast<size_t>(row) * N + column);
-  if constexpr (STREAMED_C) {
-    __stcs(at, make_float2(v0, v1));
-  } else {
-    *at = make_float2(v0, v1);
-  }
+  store_c(reinterpret_cast<float2*>(c + static_cast<size_t>(row) * N + column), make_float2(v0, v1));
 }
 
 #if defined(IMAGE_FAMILY_TILED_HALF)
 // A half C's pair at (row, column) stored, a word of two halves
 __device__ __forceinline__ void store_pair(HALF* c, int row, int column, float v0, float v1) {
-  unsigned* const at = reinterpret_cast<unsigned*>(c + static_cast<size_t>(row) * N + column);
-  if constexpr (STREAMED_C) {
-    __stcs(at, pack_halves(v0, v1));
-  } else {
-    *at = pack_halves(v0, v1);
-  }
+  store_c(reinterpret_cast<unsigned*>(c + static_cast<size_t>(row) * N + column), pack_halves(v0, v1));
 }
 
 // A half C's pairs of n-tiles j and j + 1 in one row (the warpgroups' path):
@@ -234,13 +234,8 @@ __device__ __forceinline__ void store_tile_pair(HALF* c, int row, int column, fl
   const unsigned a = pack_halves(a0, a1), b = pack_halves(b0, b1);
   const bool odd = threadIdx.x & 1;  // lane % 4 odd: the n-tile j + 1 half of the row's 16 halves
   const unsigned theirs = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
-  const uint2 four = odd ? make_uint2(theirs, b) : make_uint2(a, theirs);
-  uint2* const at = reinterpret_cast<uint2*>(c + static_cast<size_t>(row) * N + column + (odd ? 6 : 0));
-  if constexpr (STREAMED_C) {
-    __stcs(at, four);
-  } else {
-    *at = four;
-  }
+  store_c(reinterpret_cast<uint2*>(c + static_cast<size_t>(row) * N + column + (odd ? 6 : 0)),
+          odd ? make_uint2(theirs, b) : make_uint2(a, theirs));
 }
 #endif
 
