@@ -5,9 +5,10 @@
 // in base 2 (t = q.k stream_scale, stream_scale = log2(e) / sqrt(64)), folds
 // them into a running row maximum m, sum l and weighted sum O (a new maximum
 // m' scales the old l and O by 2^(m - m')), and adds the tile's P V with P
-// rounded to the half format. The key tile and the value tile (from V^T,
-// [b][g][64][SEQ]) are double-buffered in each part's shared memory, the
-// next pair copied while the current one is used. The parts' (m, l, O) meet
+// rounded to the half format. The key tile and the value tile (both
+// [b][g][s][64], the layout the backward reads them in; the value tile serves
+// as columns) are double-buffered in each part's shared memory, the next pair
+// copied while the current one is used. The parts' (m, l, O) meet
 // at the end: the first part takes each later part's in part order, both
 // scaled to their common maximum.
 //
@@ -17,23 +18,22 @@
 #include "attention.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v_t, HALF* __restrict__ out,
+image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v, HALF* __restrict__ out,
       float* __restrict__ log_sum_exp, float stream_scale) {
   await_previous_launch();
   // the heaviest query tiles first, so the short ones fill the last wave
   const int tile = TILES - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / GROUP;
   const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
   const int warp = thread >> 5, lane = thread & 31;
-  const HALF* key_plane = k + static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
-  const HALF* value_plane = v_t + static_cast<size_t>(b * KV_HEADS + g) * HEAD * SEQ;
+  const size_t kv_plane = static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
   // the part's stages: keys of buffer 0 and 1, then values of buffer 0 and 1
   HALF* const stages = part_stages<4 * TILE_HALVES>(part);
   const int walk = tile >= part ? (tile - part) / PARTS + 1 : 0;  // the part's key tiles part, part + PARTS, ...
 
   auto copy_pair = [&](int i) {
-    const int j = part + i * PARTS;
-    copy_tile(stages + (i & 1) * TILE_HALVES, key_plane + static_cast<size_t>(j) * TILE * HEAD, HEAD, thread);
-    copy_tile(stages + (2 + (i & 1)) * TILE_HALVES, value_plane + j * TILE, SEQ, thread);
+    const size_t at = kv_plane + static_cast<size_t>(part + i * PARTS) * TILE * HEAD;
+    copy_tile(stages + (i & 1) * TILE_HALVES, k + at, HEAD, thread);
+    copy_tile(stages + (2 + (i & 1)) * TILE_HALVES, v + at, HEAD, thread);
     copy_commit();
   };
   if (walk > 0) copy_pair(0);
@@ -95,7 +95,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
 
     unsigned fp[4][4];
     to_fragments(fp, s);
-    multiply_rows(o, fp, stages + (2 + (i & 1)) * TILE_HALVES);
+    multiply_columns(o, fp, stages + (2 + (i & 1)) * TILE_HALVES);  // O += P V
   }
   await_products();
 

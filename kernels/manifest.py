@@ -251,21 +251,17 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: {"gamma_gradient": c["width"] * 4, "beta_gradient": c["width"] * 4,
                          "partials": c["parts"] * 2 * c["width"] * 4},
            constants=("width", "parts")),
-    Family("qk-rope", _args("queries:w keys:w qkv:r cosine:r sine:r"), _fixed(128),
+    Family("qk-rope", _args("queries:w keys:w values:w qkv:r cosine:r sine:r"), _fixed(128),
            lambda c, s: (c["batch"] * c["seq"], 1, 1),
            lambda c, s: {"queries": _attention_planes(c)["q"], "keys": _attention_planes(c)["kv"],
+                         "values": _attention_planes(c)["kv"],
                          "qkv": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64 * HALF_BYTES,
                          "cosine": c["seq"] * 32 * 4, "sine": c["seq"] * 32 * 4},
            constants=("batch", "seq", "heads", "kv_heads", "half")),
-    Family("value-transpose", _args("values_t:w qkv:r"), _fixed(256),
-           lambda c, s: (c["seq"] // 64, c["kv_heads"], c["batch"]),
-           lambda c, s: {"values_t": _attention_planes(c)["kv"],
-                         "qkv": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64 * HALF_BYTES},
-           constants=("batch", "seq", "heads", "kv_heads", "half")),
-    Family("attention-forward", _args("q:r k:r v_t:r out:w log_sum_exp:w stream_scale:f32"),
+    Family("attention-forward", _args("q:r k:r v:r out:w log_sum_exp:w stream_scale:f32"),
            _attention_block, lambda c, s: (c["seq"] // 64, c["heads"], c["batch"]),
            lambda c, s: {"q": _attention_planes(c)["q"], "k": _attention_planes(c)["kv"],
-                         "v_t": _attention_planes(c)["kv"], "out": _attention_planes(c)["merged"],
+                         "v": _attention_planes(c)["kv"], "out": _attention_planes(c)["merged"],
                          "log_sum_exp": _attention_planes(c)["rows"]},
            registers=255, shared=_attention_shared(2 * _ATTENTION_TILE), constants=_ATTENTION_CONSTANTS),
     Family("attention-query", _args(
@@ -289,11 +285,6 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: (lambda n: {"heads": n * 64 * HALF_BYTES, "row_terms": n * 4, "merged": n * 64 * 4,
                                     "out": n * 64 * HALF_BYTES})(c["batch"] * c["seq"] * c["heads"]),
            constants=("batch", "seq", "heads", "half")),
-    Family("transpose", _args("out:w in:r"), _fixed(256),
-           lambda c, s: (c["columns"] // 64, c["rows"] // 64, c["groups"]),
-           lambda c, s: {"out": c["groups"] * c["rows"] * c["columns"] * HALF_BYTES,
-                         "in": c["groups"] * c["rows"] * c["columns"] * HALF_BYTES},
-           constants=("groups", "rows", "columns")),
     Family("inverse-rope-qkv", _args("qkv_gradient:w d_q:r d_k:r cosine:r sine:r d_v:r"), _fixed(128),
            lambda c, s: (c["batch"] * c["seq"], 1, 1),
            lambda c, s: (lambda p: {"qkv_gradient": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"])
@@ -622,9 +613,3 @@ def attention(family: str, batch: int, seq: int, heads: int, kv_heads: int, half
     """A streaming attention image (forward, query or key) at the shape."""
     return image(family, batch=batch, seq=seq, heads=heads, kv_heads=kv_heads,
                  parts=attention_parts(family, batch, seq, heads, kv_heads), half=half)
-
-
-def transpose(groups: int, rows: int, columns: int) -> Image:
-    """Each group's rows x columns half matrix transposed (the heads' layouts)."""
-    name = (f"transpose-g{groups}-" if groups != 1 else "transpose-") + f"r{rows}-c{columns}"
-    return image("transpose", name, groups=groups, rows=rows, columns=columns)

@@ -191,8 +191,7 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
     dtype = {"binary16": torch.float16, "bfloat16": torch.bfloat16}[half]
     b, h, kv, t = s.batch, s.heads, s.kv_heads, s.seq
     q, k, v, d_out = (torch.randn(b, n, t, 64, device="cuda").to(dtype) for n in (h, kv, kv, h))
-    transposed = lambda x: x.transpose(-1, -2).contiguous()
-    planes = {"q": q, "k": k, "v": v, "d_out": d_out, "v_t": transposed(v),
+    planes = {"q": q, "k": k, "v": v, "d_out": d_out,
               "out": torch.empty(b, t, h * 64, device="cuda", dtype=dtype),
               "log_sum_exp": torch.empty(b, h, t, device="cuda"), "row_terms": torch.empty(b, h, t, device="cuda"),
               "d_q": torch.empty(b, h, t, 64, device="cuda"), "d_k": torch.empty(b, kv, t, 64, device="cuda"),

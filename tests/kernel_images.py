@@ -4,7 +4,7 @@ the kernel tests."""
 from __future__ import annotations
 
 from planner.kernels.manifest import (FAMILIES, PRODUCT_FAMILIES, STREAMING_ATTENTION, TILE_CANDIDATES,
-                                      Image, image, layernorm_parts, product, tiled_image, transpose)
+                                      Image, image, layernorm_parts, product, tiled_image)
 from planner.model.config import Shape
 
 DEFAULT = Shape()
@@ -34,7 +34,7 @@ def products(s: Shape, half: str) -> list[Image]:
 
 
 def family_images(s: Shape, half: str) -> list[Image]:
-    """Every family but the products at the shape (the transposes both ways)."""
+    """Every family but the products at the shape."""
     heads = dict(batch=s.batch, seq=s.seq, heads=s.heads, kv_heads=s.kv_heads, half=half)
     rows = dict(rows=s.tokens, width=s.width)
     norm = rows | {"parts": layernorm_parts(s.tokens), "half": half}
@@ -47,12 +47,11 @@ def family_images(s: Shape, half: str) -> list[Image]:
         # the block of eight warps that eight times the rows take
         image("layernorm-backward-add", "layernorm-backward-add-rows8x", rows=8 * s.tokens, width=s.width,
               parts=layernorm_parts(8 * s.tokens), half=half),
-        image("qk-rope", **heads), image("value-transpose", **heads),
+        image("qk-rope", **heads),
         # each streaming attention image in every part count it may take
         *(image(f, f"{f}-parts{p}", parts=p, **heads)
           for f in STREAMING_ATTENTION for p in (1, 2)),
         image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=half),
-        transpose(s.batch * s.heads, s.seq, s.head_width), transpose(s.batch * s.kv_heads, s.head_width, s.seq),
         image("inverse-rope-qkv", **heads),
         image("loss-target-gather", rows=s.tokens, vocab=s.vocab), image("cross-entropy", rows=s.tokens, vocab=s.vocab),
         image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab, half=half),
@@ -73,7 +72,7 @@ def all_images(s: Shape, half: str) -> list[Image]:
 
 
 # the families whose bfloat16 images are checked too (those that convert halves)
-BFLOAT16_FAMILIES = ("cast-down", "cross-entropy-backward", "layernorm-forward", "layernorm-backward-add", "qk-rope", "value-transpose",
+BFLOAT16_FAMILIES = ("cast-down", "cross-entropy-backward", "layernorm-forward", "layernorm-backward-add", "qk-rope",
                      "attention-forward", "attention-query", "attention-key", "token-to-head", "inverse-rope-qkv",
                      "adamw", "gated-gelu-forward", "gated-gelu-backward")
 

@@ -63,17 +63,12 @@ def _tables(rng, seq: int) -> dict[str, np.ndarray]:
     return {"cosine": _f32(np.cos(angle)), "sine": _f32(np.sin(angle))}
 
 
-def _transposed(bits: np.ndarray, planes: int, rows: int) -> np.ndarray:
-    return np.ascontiguousarray(bits.reshape(planes, rows, -1).transpose(0, 2, 1)).reshape(-1)
-
-
 def _attention_inputs(c, rng) -> dict[str, np.ndarray]:
     """Q, K, V and dO of the heads' layouts, with the forward's output and
     log-sum-exp and the row terms, as the backward launches read them."""
     b, s, h, kv, half = c["batch"], c["seq"], c["heads"], c["kv_heads"], c["half"]
     x = {"q": _halves(rng, b * h * s * 64, half), "k": _halves(rng, b * kv * s * 64, half),
          "v": _halves(rng, b * kv * s * 64, half), "d_out": _halves(rng, b * h * s * 64, half)}
-    x["v_t"] = _transposed(x["v"], b * kv, s)
     forward = reference("attention-forward", c, x, ATTENTION_SCALARS)
     x["out"], x["log_sum_exp"] = float_to_half(_f32(forward["out"]), half), _f32(forward["log_sum_exp"])
     # the row terms as token-to-head forms them, from d_out's exact halves
@@ -121,16 +116,14 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
         stats = _f32(reference("layernorm-forward", c, x, scalars)["statistics"])
         residual = {"residual": _normal(rng, n)} if f == "layernorm-backward-add" else {}
         return {"x": x["in"], "dy": _normal(rng, n), "gamma": x["gamma"], "statistics": stats} | residual, scalars
-    if f in ("qk-rope", "value-transpose"):
+    if f == "qk-rope":
         qkv = _halves(rng, c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64, half)
-        return {"qkv": qkv} | (_tables(rng, c["seq"]) if f == "qk-rope" else {}), {}
+        return {"qkv": qkv} | _tables(rng, c["seq"]), {}
     if f.startswith("attention-"):
         return _attention_inputs(c, rng), ATTENTION_SCALARS
     if f == "token-to-head":
         n = c["batch"] * c["seq"] * c["heads"] * 64
         return {"merged": _normal(rng, n), "out": _halves(rng, n, half)}, {}
-    if f == "transpose":
-        return {"in": _halves(rng, c["groups"] * c["rows"] * c["columns"], "binary16")}, {}
     if f == "inverse-rope-qkv":
         q, kv = c["batch"] * c["heads"] * c["seq"] * 64, c["batch"] * c["kv_heads"] * c["seq"] * 64
         return {"d_q": _normal(rng, q), "d_k": _normal(rng, kv), "d_v": _normal(rng, kv)} | _tables(rng, c["seq"]), {}

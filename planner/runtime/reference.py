@@ -169,12 +169,9 @@ def _tables(x) -> tuple[np.ndarray, np.ndarray]:
 def _qk_rope(c, x, s):
     heads = _qkv(c, half_to_float(x["qkv"], c["half"]))
     rotated = _rotate(heads[:, : c["heads"] + c["kv_heads"]], *_tables(x), sign=1)
-    return {"queries": rotated[:, : c["heads"]].reshape(-1), "keys": rotated[:, c["heads"]:].reshape(-1)}
-
-
-def _value_transpose(c, x, s):
     values = _qkv(c, x["qkv"])[:, c["heads"] + c["kv_heads"]:]  # [b][g][s][64], the halves moved as they are
-    return {"values_t": np.ascontiguousarray(values.transpose(0, 1, 3, 2)).reshape(-1)}
+    return {"queries": rotated[:, : c["heads"]].reshape(-1), "keys": rotated[:, c["heads"]:].reshape(-1),
+            "values": np.ascontiguousarray(values).reshape(-1)}
 
 
 def _token_to_head(c, x, s):
@@ -183,11 +180,6 @@ def _token_to_head(c, x, s):
     out = half_to_float(x["out"], c["half"]).reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
     row_terms = (half_to_float(heads, c["half"]).reshape(out.shape) * out).sum(axis=-1)
     return {"heads": heads, "row_terms": row_terms.reshape(-1)}
-
-
-def _transpose(c, x, s):
-    m = x["in"].reshape(c["groups"], c["rows"], c["columns"])
-    return {"out": np.ascontiguousarray(m.transpose(0, 2, 1)).reshape(-1)}
 
 
 def _inverse_rope_qkv(c, x, s):
@@ -226,8 +218,7 @@ def _probabilities(c, q, k, stream_scale, log_sum_exp=None):
 
 
 def _attention_forward(c, x, s):
-    q, k = _heads(c, x, "q", "heads"), _heads(c, x, "k", "kv_heads")
-    v = half_to_float(x["v_t"], c["half"]).reshape(c["batch"], c["kv_heads"], 64, c["seq"]).transpose(0, 1, 3, 2)
+    q, k, v = _heads(c, x, "q", "heads"), _heads(c, x, "k", "kv_heads"), _heads(c, x, "v", "kv_heads")
     p, lse = _probabilities(c, q, k, s["stream_scale"])
     out = np.einsum("bhqk,bhkd->bhqd", p, _grouped(c, v))
     return {"out": out.transpose(0, 2, 1, 3).reshape(-1), "log_sum_exp": lse.reshape(-1)}
@@ -382,16 +373,15 @@ REFERENCES: dict[str, Reference] = {
                                         _layernorm_backward_add),
     "layernorm-parameters": Reference({"gamma_gradient": F32, "beta_gradient": F32, "partials": F32},
                                       _layernorm_parameters),
-    "qk-rope": Reference({"queries": HALF, "keys": HALF, "qkv": HALF, "cosine": F32, "sine": F32}, _qk_rope),
-    "value-transpose": Reference({"values_t": HALF, "qkv": HALF}, _value_transpose),
-    "attention-forward": Reference({"q": HALF, "k": HALF, "v_t": HALF, "out": HALF, "log_sum_exp": F32},
+    "qk-rope": Reference({"queries": HALF, "keys": HALF, "values": HALF, "qkv": HALF, "cosine": F32, "sine": F32},
+                         _qk_rope),
+    "attention-forward": Reference({"q": HALF, "k": HALF, "v": HALF, "out": HALF, "log_sum_exp": F32},
                                    _attention_forward),
     "attention-query": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
                                   "row_terms": F32, "d_q": F32}, _attention_query),
     "attention-key": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
                                 "row_terms": F32, "d_k": F32, "d_v": F32}, _attention_key),
     "token-to-head": Reference({"heads": HALF, "row_terms": F32, "merged": F32, "out": HALF}, _token_to_head),
-    "transpose": Reference({"out": HALF, "in": HALF}, _transpose),
     "inverse-rope-qkv": Reference({"qkv_gradient": HALF, "d_q": F32, "d_k": F32, "cosine": F32, "sine": F32,
                                    "d_v": F32}, _inverse_rope_qkv),
     "loss-target-gather": Reference({"correct": F32, "logits": F32, "targets": I32}, _loss_target_gather),

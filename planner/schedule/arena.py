@@ -247,9 +247,11 @@ def seed_layout(config: Config) -> Layout:
 
     # the saved activations: what each layer's backward reads of its forward
     # (not the seed's gelu plane: the backward works GELU out again from the
-    # gate, as cheaply as it could read it)
+    # gate, as cheaply as it could read it; and the values by head in the
+    # place of the seed's V^T, cgSvValuesT: the forward and the backward
+    # both read them in that layout)
     saved_items = [("norm1-statistics", statistics), ("norm1-half", half_plane), ("queries", heads_half),
-                   ("keys", kv_half), ("values-t", kv_half), ("log-sum-exp", lse), ("merged-half", half_plane),
+                   ("keys", kv_half), ("values", kv_half), ("log-sum-exp", lse), ("merged-half", half_plane),
                    ("projection", plane), ("norm2-statistics", statistics), ("norm2-half", half_plane),
                    ("up", ffn), ("gate", ffn), ("gated-half", ffn_half)]
     saved_offsets, cursor = {}, 0

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from planner.kernels.manifest import STREAMING_ATTENTION, Image, attention, image, layernorm_parts, product, transpose
+from planner.kernels.manifest import STREAMING_ATTENTION, Image, attention, image, layernorm_parts, product
 from planner.model import float32 as f32
 from planner.model.config import Config
 from planner.schedule.arena import STAGING, Layout
@@ -338,11 +338,14 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
         # their readers round what they make of them to it, so they are
         # written and read at half the bytes
         tiled(b, "r", "r", T, s.qkv_width, W, lay.at("qkv"), sv("norm1-half"), h("qkv"), half_c=True)
-        b.launch(_attention(b, "qk-rope"), {"queries": sv("queries"), "keys": sv("keys"), "qkv": lay.at("qkv"),
-                                             "cosine": lay.at("rotary-cosine"), "sine": lay.at("rotary-sine")})
-        b.launch(_attention(b, "value-transpose"), {"values_t": sv("values-t"), "qkv": lay.at("qkv")})
+        # the values by head, as the backward reads them, where the seed
+        # keeps V^T: the forward reads the same tiles as columns, so neither
+        # the seed's value transpose nor the backward's transpose back is made
+        b.launch(_attention(b, "qk-rope"), {"queries": sv("queries"), "keys": sv("keys"), "values": sv("values"),
+                                             "qkv": lay.at("qkv"), "cosine": lay.at("rotary-cosine"),
+                                             "sine": lay.at("rotary-sine")})
         b.launch(_attention(b, "attention-forward"),
-                 {"q": sv("queries"), "k": sv("keys"), "v_t": sv("values-t"), "out": sv("merged-half"),
+                 {"q": sv("queries"), "k": sv("keys"), "v": sv("values"), "out": sv("merged-half"),
                   "log_sum_exp": sv("log-sum-exp")}, stream_scale=c.stream_scale)
         tiled(b, "r", "r", T, W, W, sv("projection"), sv("merged-half"), h("output"), residual=x)
         layer_norm(b, sv("norm2-half"), sv("projection"), p("norm2-gain"), p("norm2-shift"), sv("norm2-statistics"))
@@ -440,19 +443,19 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
         b.launch(image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=_half(b.config)),
                  {"heads": at("context-gradient-heads"), "row_terms": at("context-gradient-t"),
                   "merged": at("merged-gradient"), "out": sv("merged-half")})
-        D = s.head_width
-        # the seed's transposed queries, keys and context gradient are not
-        # made: the streaming backward reads each tile both ways (ldmatrix
-        # and its transposing form) from the heads' own layout
-        b.launch(transpose(s.batch * s.kv_heads, D, s.seq), {"out": at("values-heads"), "in": sv("values-t")})
+        # the seed's transposed queries, keys and context gradient and its
+        # values by head are not made: the streaming backward reads each tile
+        # both ways (ldmatrix and its transposing form, or the warpgroup
+        # products' two operand layouts) from the heads' own layout, which
+        # the forward saved the values in
     with b.phase(ATTENTION_HEAD):
         b.launch(_attention(b, "attention-query"),
-                 {"q": sv("queries"), "k": sv("keys"), "v": at("values-heads"),
+                 {"q": sv("queries"), "k": sv("keys"), "v": sv("values"),
                   "d_out": at("context-gradient-heads"), "log_sum_exp": sv("log-sum-exp"),
                   "row_terms": at("context-gradient-t"), "d_q": at("queries-gradient")},
                  stream_scale=c.stream_scale, score_scale=c.score_scale)
         b.launch(_attention(b, "attention-key"),
-                 {"q": sv("queries"), "k": sv("keys"), "v": at("values-heads"), "d_out": at("context-gradient-heads"),
+                 {"q": sv("queries"), "k": sv("keys"), "v": sv("values"), "d_out": at("context-gradient-heads"),
                   "log_sum_exp": sv("log-sum-exp"),
                   "row_terms": at("context-gradient-t"), "d_k": at("keys-gradient"), "d_v": at("values-gradient")},
                  stream_scale=c.stream_scale, score_scale=c.score_scale)
