@@ -110,15 +110,15 @@ def _elementwise(name: str, spec: str, sizes: dict[str, int], per_thread: int = 
 _GELU_SCALARS = "sqrt_two_over_pi:f32 cubic:f32 half:f32 one:f32 cubic_slope:f32 elements:u32"
 
 
-def _pair_gradient_extents(c: Constants, s: Scalars) -> dict[str, int]:
-    """The gated GELU's backward: rows of 2 ffn halves, the up gradient's
-    then the gate gradient's. Only whole rows are written whole, so a count
-    of elements that ends inside a row is refused: the pair gradient's
-    extent would claim bytes the launch leaves unwritten."""
+def _gelu_extents(c: Constants, s: Scalars, plain: tuple[str, ...], pairs: tuple[str, ...]) -> dict[str, int]:
+    """The gated GELU's: the up and gate projections (and, backward, their
+    gradients) in rows of 2 ffn halves, the up projection's then the gate
+    projection's. A count of elements that ends inside a row is refused: a
+    pair's extent would claim bytes the launch leaves unread or unwritten."""
     n = s["elements"]
     if n % c["ffn"]:
         raise ValueError(f"elements {n} are not whole rows of ffn {c['ffn']}")
-    return {"pair_gradient": n * 2 * HALF_BYTES} | {k: n * HALF_BYTES for k in ("gated_gradient", "up", "gate")}
+    return {k: n * HALF_BYTES for k in plain} | {k: n * 2 * HALF_BYTES for k in pairs}
 
 
 def _layernorm_warps(rows: int) -> int:
@@ -320,14 +320,14 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                       "first_moments": c["elements"] * 4, "second_moments": c["elements"] * 4,
                       "halves": c["elements"] * HALF_BYTES},
         constants=("elements", "half"), per_step=("step_size", "epsilon")),
-    Family("gated-gelu-forward", _args(f"gated:w up:r gate:r {_GELU_SCALARS}"), _fixed(256),
+    Family("gated-gelu-forward", _args(f"gated:w pair:r {_GELU_SCALARS}"), _fixed(256),
            lambda c, s: (_blocks(s["elements"], 512), 1, 1),
-           lambda c, s: {k: s["elements"] * HALF_BYTES for k in ("gated", "up", "gate")},
-           constants=("half",)),
-    Family("gated-gelu-backward", _args(
-        f"pair_gradient:w gated_gradient:r up:r gate:r {_GELU_SCALARS}"),
-        _fixed(256), lambda c, s: (_blocks(s["elements"], 512), 1, 1),
-        _pair_gradient_extents, constants=("half", "ffn")),
+           lambda c, s: _gelu_extents(c, s, ("gated",), ("pair",)),
+           constants=("half", "ffn")),
+    Family("gated-gelu-backward", _args(f"pair_gradient:w gated_gradient:r pair:r {_GELU_SCALARS}"),
+           _fixed(256), lambda c, s: (_blocks(s["elements"], 512), 1, 1),
+           lambda c, s: _gelu_extents(c, s, ("gated_gradient",), ("pair_gradient", "pair")),
+           constants=("half", "ffn")),
     Family("tiled", _args("c:w a:r b:r"), _product_block,
            _product_grid, _product_extents,
            registers=255, shared=_product_shared, constants=_PRODUCT_CONSTANTS),

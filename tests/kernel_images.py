@@ -20,7 +20,8 @@ def products(s: Shape, half: str) -> list[Image]:
     gradients' dY W (rows, columns), the weight gradients' dY^T X (columns,
     columns); some add a residual; those the plan rounds to the half format
     (the queries, keys and values, the up and gate projections, the gated
-    activation's gradient) also with C in it."""
+    activation's gradient) also with C in it (the up and gate projections as
+    one product)."""
     t, w, q, f, v = s.tokens, s.width, s.qkv_width, s.ffn, s.vocab
     shapes = [("r", "r", t, q, w, False), ("r", "r", t, w, w, True), ("r", "r", t, f, w, False),
               ("r", "r", t, w, f, True), ("r", "r", t, v, w, False),
@@ -28,7 +29,7 @@ def products(s: Shape, half: str) -> list[Image]:
               ("r", "c", t, w, f, True), ("r", "c", t, f, w, False), ("r", "c", t, w, v, False),
               ("c", "c", q, w, t, False), ("c", "c", w, w, t, False), ("c", "c", f, w, t, False),
               ("c", "c", w, f, t, False), ("c", "c", v, w, t, False)]
-    half_c = [("r", "r", t, q, w), ("r", "r", t, f, w), ("r", "c", t, f, w)]
+    half_c = [("r", "r", t, q, w), ("r", "r", t, 2 * f, w), ("r", "c", t, f, w)]
     return ([product(a, b, m, n, k, r, half) for a, b, m, n, k, r in shapes]
             + [product(a, b, m, n, k, False, half, half_c=True) for a, b, m, n, k in half_c])
 
@@ -57,9 +58,9 @@ def family_images(s: Shape, half: str) -> list[Image]:
         image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab, half=half),
         image("embedding-scatter", vocab=s.vocab, **rows),
         image("adamw", elements=ADAMW_ELEMENTS, half=half),
-        image("gated-gelu-forward", half=half), image("gated-gelu-backward", half=half, ffn=s.ffn),
+        image("gated-gelu-forward", half=half, ffn=s.ffn), image("gated-gelu-backward", half=half, ffn=s.ffn),
         # an odd ffn: rows whose pairs of elements straddle rows
-        image("gated-gelu-backward", "gated-gelu-backward-odd-ffn", half=half, ffn=s.ffn + 1),
+        *(image(f, f"{f}-odd-ffn", half=half, ffn=s.ffn + 1) for f in ("gated-gelu-forward", "gated-gelu-backward")),
     ]
     missing = set(FAMILIES) - {i.family for i in out} - set(PRODUCT_FAMILIES)
     assert not missing, f"families without a test image: {sorted(missing)}"

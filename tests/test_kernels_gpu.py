@@ -143,10 +143,11 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
                 "first_moments": _normal(rng, n, 1e-3), "second_moments": _f32(_normal(rng, n, 1e-3) ** 2)}, \
             ADAMW_SCALARS
     if f.startswith("gated-gelu-"):
-        # the backward writes whole rows side by side: an odd number of them
-        # (at the default shape, not a whole number of blocks either)
-        n = (shape.tokens - 1) * c["ffn"] if f == "gated-gelu-backward" else _elements(shape, shape.ffn)
-        x = {"up": _halves(rng, n, half, 2.0), "gate": _halves(rng, n, half, 2.0)}
+        # both read (and the backward writes) whole rows side by side: an odd
+        # number of them (at the default shape, not a whole number of blocks
+        # either)
+        n = (shape.tokens - 1) * c["ffn"]
+        x = {"pair": _halves(rng, 2 * n, half, 2.0)}
         scalars = GELU_SCALARS | {"elements": n}
         if f == "gated-gelu-backward":
             x |= {"gated_gradient": _halves(rng, n, half)}

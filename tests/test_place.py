@@ -79,8 +79,8 @@ def test_banks_are_pinned_for_the_whole_run_and_saved_activations_split(small_pl
     assert all(t.live == ((0, lv.positions - 1),) for t in pinned.values())
     saved = small_plan.plane["saved-activations"]
     inside = [t for t in lv.movable() if saved.offset <= t.start and t.stop <= saved.stop]
-    # 13 items per layer, written by the update's forward (and, dead at once, by the other forwards)
-    assert len({t.start for t in inside}) == 13 * SMALL.shape.layers
+    # 12 items per layer, written by the update's forward (and, dead at once, by the other forwards)
+    assert len({t.start for t in inside}) == 12 * SMALL.shape.layers
     assert all(not t.pinned for t in inside)
 
 

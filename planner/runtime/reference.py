@@ -316,26 +316,29 @@ def _adamw(c, x, s):
 # ---- the gated activation ----
 
 def _gelu_terms(c, x, s):
-    gate = half_to_float(x["gate"], c["half"])[: s["elements"]]
+    """up and gate from the pair's rows (each the up projection's row, then
+    the gate projection's), flat, and tanh's term of the gate."""
+    rows, ffn = divmod(s["elements"], c["ffn"])
+    assert ffn == 0, "whole rows of the gated activation"
+    pair = half_to_float(x["pair"], c["half"])[: 2 * s["elements"]].reshape(rows, 2, c["ffn"])
+    up, gate = pair[:, 0].reshape(-1), pair[:, 1].reshape(-1)
     k, cubic = np.float64(np.float32(s["sqrt_two_over_pi"])), np.float64(np.float32(s["cubic"]))
     th = np.tanh(k * (gate + cubic * gate**3))
-    return gate, th, k, cubic
+    return up, gate, th, k, cubic
 
 
 def _gated_gelu_forward(c, x, s):
-    gate, th, _, _ = _gelu_terms(c, x, s)
-    return {"gated": 0.5 * gate * (1.0 + th) * half_to_float(x["up"], c["half"])[: s["elements"]]}
+    up, gate, th, _, _ = _gelu_terms(c, x, s)
+    return {"gated": 0.5 * gate * (1.0 + th) * up}
 
 
 def _gated_gelu_backward(c, x, s):
     n = s["elements"]
-    gate, th, k, cubic = _gelu_terms(c, x, s)
+    up, gate, th, k, cubic = _gelu_terms(c, x, s)
     slope = 0.5 * (1.0 + th) + 0.5 * gate * (1.0 - th * th) * k * (1.0 + 3.0 * cubic * gate * gate)
     dy = half_to_float(x["gated_gradient"], c["half"])[:n]
-    rows, ffn = divmod(n, c["ffn"])
-    assert ffn == 0, "whole rows of the gated activation"
-    up_gradient = (dy * 0.5 * gate * (1.0 + th)).reshape(rows, c["ffn"])
-    gate_gradient = (dy * half_to_float(x["up"], c["half"])[:n] * slope).reshape(rows, c["ffn"])
+    up_gradient = (dy * 0.5 * gate * (1.0 + th)).reshape(-1, c["ffn"])
+    gate_gradient = (dy * up * slope).reshape(-1, c["ffn"])
     return {"pair_gradient": np.concatenate([up_gradient, gate_gradient], axis=1).reshape(-1)}
 
 
@@ -391,8 +394,8 @@ REFERENCES: dict[str, Reference] = {
     "embedding-scatter": Reference({"gradient": F32, "dy": F32, "ids": I32}, _embedding_scatter),
     "adamw": Reference({"parameters": F32, "gradients": F32, "first_moments": F32, "second_moments": F32,
                         "halves": HALF}, _adamw),
-    "gated-gelu-forward": Reference({"gated": HALF, "up": HALF, "gate": HALF}, _gated_gelu_forward),
-    "gated-gelu-backward": Reference({"pair_gradient": HALF, "gated_gradient": HALF, "up": HALF, "gate": HALF},
+    "gated-gelu-forward": Reference({"gated": HALF, "pair": HALF}, _gated_gelu_forward),
+    "gated-gelu-backward": Reference({"pair_gradient": HALF, "gated_gradient": HALF, "pair": HALF},
                                      _gated_gelu_backward),
     "tiled": Reference(_PRODUCT, _tiled),
     "tiled-add": Reference(_PRODUCT | {"r": F32}, _tiled),

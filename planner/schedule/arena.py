@@ -247,13 +247,16 @@ def seed_layout(config: Config) -> Layout:
 
     # the saved activations: what each layer's backward reads of its forward
     # (not the seed's gelu plane: the backward works GELU out again from the
-    # gate, as cheaply as it could read it; and the values by head in the
-    # place of the seed's V^T, cgSvValuesT: the forward and the backward
-    # both read them in that layout)
+    # gate, as cheaply as it could read it; the values by head in the place
+    # of the seed's V^T, cgSvValuesT: the forward and the backward both read
+    # them in that layout; and the up and gate projections in the half
+    # format, side by side in each row as their one product makes them, in
+    # the place of the seed's binary32 up, cgSvUp, whose bytes they fill:
+    # its gate, cgSvGate, is not kept)
     saved_items = [("norm1-statistics", statistics), ("norm1-half", half_plane), ("queries", heads_half),
                    ("keys", kv_half), ("values", kv_half), ("log-sum-exp", lse), ("merged-half", half_plane),
                    ("projection", plane), ("norm2-statistics", statistics), ("norm2-half", half_plane),
-                   ("up", ffn), ("gate", ffn), ("gated-half", ffn_half)]
+                   ("up-gate", ffn), ("gated-half", ffn_half)]
     saved_offsets, cursor = {}, 0
     for name, nbytes in saved_items:
         saved_offsets[name] = cursor

@@ -349,11 +349,13 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
                   "log_sum_exp": sv("log-sum-exp")}, stream_scale=c.stream_scale)
         tiled(b, "r", "r", T, W, W, sv("projection"), sv("merged-half"), h("output"), residual=x)
         layer_norm(b, sv("norm2-half"), sv("projection"), p("norm2-gain"), p("norm2-shift"), sv("norm2-statistics"))
-        tiled(b, "r", "r", T, F, W, sv("up"), sv("norm2-half"), h("up"), half_c=True)
-        tiled(b, "r", "r", T, F, W, sv("gate"), sv("norm2-half"), h("gate"), half_c=True)
-        b.launch(image("gated-gelu-forward", half=_half(b.config)),
-                 {"gated": sv("gated-half"), "up": sv("up"), "gate": sv("gate")},
-                 **_gelu_scalars(b, T * F))
+        # the up and gate projections as one product over N = 2 F (each bank
+        # holds a layer's up and gate entries side by side), each row of it
+        # the up projection's row, then the gate projection's
+        lay.adjacent(f"layer{l}.up", f"layer{l}.gate")
+        tiled(b, "r", "r", T, 2 * F, W, sv("up-gate"), sv("norm2-half"), h("up"), half_c=True)
+        b.launch(image("gated-gelu-forward", half=_half(b.config), ffn=F),
+                 {"gated": sv("gated-half"), "pair": sv("up-gate")}, **_gelu_scalars(b, T * F))
         tiled(b, "r", "r", T, W, F, out, sv("gated-half"), h("down"), residual=sv("projection"))
 
 
@@ -425,7 +427,7 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
         lay.adjacent(f"layer{l}.up", f"layer{l}.gate")
         b.launch(image("gated-gelu-backward", half=_half(b.config), ffn=F),
                  {"pair_gradient": at("ffn-gradient-half"), "gated_gradient": at("gated-gradient"),
-                  "up": sv("up"), "gate": sv("gate")},
+                  "pair": sv("up-gate")},
                  **_gelu_scalars(b, T * F))
         tiled(b, "c", "c", 2 * F, W, T, g("up"), at("ffn-gradient-half"), sv("norm2-half"))
         tiled(b, "r", "c", T, W, 2 * F, at("norm2-gradient"), at("ffn-gradient-half"), h("up"))
