@@ -1,8 +1,10 @@
 // AdamW over the whole flat bank, four elements (a quad) a thread and a grid stride:
 //   m = beta1 m + (1 - beta1) g,  v = beta2 v + (1 - beta2) g^2,
 //   p = p decay - step_size m / (sqrt(v) + epsilon),
-// then the half copy of p is written and the gradient cleared. Every pointer
-// is 16-byte aligned (halves 8-byte), ELEMENTS a multiple of 4.
+// then the half copy of p is written. The gradient is left as it is (the
+// seed clears it): every update's backward writes each gradient before
+// anything reads it. Every pointer is 16-byte aligned (halves 8-byte),
+// ELEMENTS a multiple of 4.
 #include "common.cuh"
 
 static_assert(ELEMENTS % 4 == 0, "the bank is whole quads");
@@ -28,7 +30,7 @@ __device__ __forceinline__ Quad load(const float* parameters, const float* gradi
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
-image(float* __restrict__ parameters, float* __restrict__ gradients, float* __restrict__ first_moments,
+image(float* __restrict__ parameters, const float* __restrict__ gradients, float* __restrict__ first_moments,
       float* __restrict__ second_moments, HALF* __restrict__ halves, float beta1, float one_minus_beta1, float beta2,
       float one_minus_beta2, float decay, float step_size, float epsilon) {
   await_previous_launch();
@@ -53,7 +55,6 @@ image(float* __restrict__ parameters, float* __restrict__ gradients, float* __re
       reinterpret_cast<float4*>(parameters)[q] = x.p;
       reinterpret_cast<float4*>(first_moments)[q] = x.m;
       reinterpret_cast<float4*>(second_moments)[q] = x.v;
-      reinterpret_cast<float4*>(gradients)[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       reinterpret_cast<uint2*>(halves)[q] = make_uint2(pack_halves(x.p.x, x.p.y), pack_halves(x.p.z, x.p.w));
     }
   }

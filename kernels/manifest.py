@@ -311,7 +311,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                          "ids": c["rows"] * 4},
            registers=128, constants=("rows", "width", "vocab")),
     Family("adamw", _args(
-        "parameters:rw gradients:rw first_moments:rw second_moments:rw halves:w beta1:f32 one_minus_beta1:f32 "
+        "parameters:rw gradients:r first_moments:rw second_moments:rw halves:w beta1:f32 one_minus_beta1:f32 "
         "beta2:f32 one_minus_beta2:f32 decay:f32 step_size:f32 epsilon:f32"),
         # a block a multiprocessor: a piece of the bank runs beside the backward
         # pass's launches, which the multiprocessors it leaves are enough for

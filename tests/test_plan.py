@@ -149,6 +149,40 @@ def test_adamw_pieces_are_the_whole_bank_once(small_plan):
         assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
 
 
+def _gradients_read_unwritten(plan, launches) -> list[str]:
+    """The launches among `launches` (in issue order; AdamW's left out) that
+    read a byte of the gradient bank no earlier one of them wrote."""
+    bank = plan.plane["gradients"]
+    written: list[tuple[int, int]] = []
+    found = []
+    for l in (plan.launches[i] for i in launches):
+        if l.image.startswith("adamw"):
+            continue
+        mine = [a for a in l.accesses if a.window == bank.window and a.start < bank.stop and bank.offset < a.stop]
+        for a in mine:
+            cursor = a.start
+            for start, stop in sorted(written):
+                if start <= cursor < stop:
+                    cursor = stop
+            if a.reads and cursor < a.stop:
+                found.append(f"{l.image}.{a.argument}")
+        written += [(a.start, a.stop) for a in mine if a.writes]
+    return found
+
+
+def test_each_update_writes_every_gradient_before_reading_it(default_plan):
+    """AdamW leaves the gradients as they are (the seed clears them): sound
+    while no launch of an update reads a gradient it has not written. The launches that depend on one another
+    clash, so the issue order is their order. Without the output's weight
+    gradient product, the embedding's scatter reads the embedding gradient
+    unwritten."""
+    update = list(default_plan.submissions[default_plan.notes["submissions"]["update"][0]].launches())
+    assert _gradients_read_unwritten(default_plan, update) == []
+    first_writer = next(i for i in update if default_plan.launches[i].image.startswith("tiled-cc"))
+    assert _gradients_read_unwritten(default_plan, [i for i in update if i != first_writer]) == [
+        "embedding-scatter.gradient"]
+
+
 @pytest.mark.parametrize("config", [DEFAULT, SMALL], ids=["default", "small"])
 def test_launch_and_submission_counts(config):
     plan = build_plan(config)

@@ -11,8 +11,8 @@ from planner.schedule.arena import entries
 
 def plan_gradients(session: Session, ids: np.ndarray, targets: np.ndarray
                    ) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
-    """Run update 0's launches up to its AdamW (which would clear the
-    gradients), then read the loss rows and the gradient bank (unscaled).
+    """Run update 0's launches up to its AdamW (which would move the
+    parameters on), then read the loss rows and the gradient bank (unscaled).
     Returns the loss, each entry's gradient and the parameters they belong to."""
     plan, config = session.plan, session.config
     submission = plan.submissions[session.groups["update"][0]]

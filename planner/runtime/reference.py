@@ -309,8 +309,7 @@ def _adamw(c, x, s):
     m = f["beta1"] * _f64(x["first_moments"]) + f["one_minus_beta1"] * g
     v = f["beta2"] * _f64(x["second_moments"]) + f["one_minus_beta2"] * g * g
     p = _f64(x["parameters"]) * f["decay"] - f["step_size"] * m / (np.sqrt(v) + f["epsilon"])
-    return {"parameters": p, "first_moments": m, "second_moments": v,
-            "gradients": np.zeros(c["elements"], dtype=np.float32), "halves": p}
+    return {"parameters": p, "first_moments": m, "second_moments": v, "halves": p}
 
 
 # ---- the gated activation ----

@@ -511,8 +511,10 @@ def window(b: Builder, index: int) -> Where:
 
 
 def update(b: Builder) -> None:
-    """cgUpdate: one update's shared part (the gradients are zero: the
-    initialization clears them and every AdamW clears each after its update)."""
+    """cgUpdate: one update's shared part. The seed's backward finds the
+    gradients zero (the initialization clears them and every AdamW clears
+    each after its update); ours writes each gradient before anything reads
+    it, so AdamW leaves them as they are."""
     forward(b)
     backward(b)
     with b.phase(DIAGNOSTICS):
@@ -538,7 +540,8 @@ def adamw_pieces(lay: Layout) -> list[tuple[int, int]]:
 
 def adamw(b: Builder, step: int) -> None:
     """cgAdamW, a launch per piece of the bank (`adamw_pieces`), writing the
-    half copies beside each update and clearing the gradients. The pieces go
+    half copies beside each update (not clearing the gradients: see
+    `update`). The pieces go
     in the order the backward pass finishes their gradients (the final gain
     and shift first, the embedding last), so none is held behind one whose
     gradients come later."""
