@@ -1,8 +1,9 @@
 // The queries, keys and values of one token (a block per token t = b SEQ + s),
 // laid out by head, the queries and keys rotated: qkv is
 // [T][(HEADS + 2 KV_HEADS) 64] in the half format (the product rounds it),
-// the query heads, then the key heads, then the value heads. Columns i and i + 32 of a head (i < 32) turn by the angle of
-// rotary column i at position s, in binary32:
+// the query heads, then the key heads, then the value heads. Columns i and
+// i + 32 of a head (i < 32) turn by the angle of rotary column i at position
+// s, in binary32:
 //   out_i = x_i cos - x_{i+32} sin,  out_{i+32} = x_{i+32} cos + x_i sin,
 // cos = cosine[i SEQ + s], sin = sine[i SEQ + s]. queries[b][h][s][64],
 // keys[b][g][s][64] and values[b][g][s][64] are in the half format (the
