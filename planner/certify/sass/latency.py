@@ -98,11 +98,16 @@ class ArchModel:
 
     @cached_property
     def _in_order_keys(self) -> dict[str, int]:
-        return {key: index for index, members in enumerate(self.in_order) for key in members}
+        return _class_of_member(self.in_order)
 
     @cached_property
     def _operand_order_keys(self) -> dict[str, int]:
-        return {key: index for index, members in enumerate(self.operand_order) for key in members}
+        return _class_of_member(self.operand_order)
+
+
+def _class_of_member(classes: tuple[frozenset[str], ...]) -> dict[str, int]:
+    """Each opcode key of the classes -> the index of its class."""
+    return {key: index for index, members in enumerate(classes) for key in members}
 
 
 @dataclass(frozen=True)
