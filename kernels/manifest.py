@@ -167,11 +167,13 @@ def _product_block(c: Constants) -> int:
 
 
 def _product_grid(c: Constants, s: Scalars) -> tuple[int, int, int]:
-    """A block per tile of C (by its K blocks); with WGMMA 2 at most a wave
-    of blocks, each walking the tiles t, t + grid, ..."""
+    """A block per tile of C (by its K blocks); with WGMMA 2 and 3 at most a
+    wave of blocks, each walking the tiles t, t + grid, ..., unless K is
+    split across a cluster's blocks (then a block per tile and K share)."""
     along_n, along_m = c["n"] // c["block_n"], c["m"] // c["block_m"]
     if c["wgmma"] >= 2:
-        return (min(along_n * along_m, FILL_BLOCKS), 1, 1)
+        tiles = along_n * along_m
+        return (tiles, 1, c["k_blocks"]) if c["k_blocks"] > 1 else (min(tiles, FILL_BLOCKS), 1, 1)
     return (along_n, along_m, c["k_blocks"])
 
 
@@ -486,7 +488,8 @@ class Tile:
 # 64 along K (half the waits per product), warp tiles of 64 x 64 (18), and
 # Hopper's warpgroup products, which other cards run as mma.sync (20..31;
 # 28..31 in K groups; 32..37 with K split across a cluster's blocks; 38..45
-# fed by tensor copies, with the H200's deeper rings; 46 a ring of five)
+# fed by tensor copies, with the H200's deeper rings; 46 a ring of five;
+# 47..51 fed by tensor copies with K split across a cluster's blocks)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
@@ -507,6 +510,9 @@ TILE_CANDIDATES = (
     Tile(128, 128, 6, 2, 4, block_k=64, wgmma=3), Tile(64, 128, 4, 2, 2, block_k=64, wgmma=2),
     Tile(64, 64, 6, 2, 2, block_k=64, wgmma=2), Tile(64, 128, 8, 2, 2, block_k=64, wgmma=2),
     Tile(128, 128, 5, 2, 4, block_k=64, wgmma=3),
+    Tile(128, 128, 4, 2, 4, block_k=64, wgmma=2, k_blocks=2), Tile(128, 128, 4, 2, 4, block_k=64, wgmma=2, k_blocks=4),
+    Tile(128, 128, 4, 2, 4, block_k=64, wgmma=2, k_blocks=8), Tile(64, 128, 4, 2, 2, block_k=64, wgmma=2, k_blocks=2),
+    Tile(64, 128, 4, 2, 2, block_k=64, wgmma=2, k_blocks=4),
 )
 # Shared memory a block may take where no tiles table says otherwise: every
 # card the images serve has it (sm_86's opt-in limit).

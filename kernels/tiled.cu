@@ -49,6 +49,12 @@
 // take the tiles in turn, so one stores while the other multiplies. On other
 // cards the copying warpgroup copies with cp.async, each thread's copies
 // arriving on the full mbarrier, and the others walk on the mma.sync path.
+// WGMMA 2 with K_BLOCKS > 1: a block per tile of C and K share (no walk);
+// every block of the cluster leaves its sums in its own shared memory, then
+// each adds up its share of the tile's n-tiles over the cluster's blocks, in
+// block order, and stores it (a product with few tiles and a long K on
+// K_BLOCKS times the multiprocessors, the adding and storing spread over
+// them, the same bits every run).
 #include "common.cuh"
 
 constexpr int GROUP_THREADS = WARPS_M * WARPS_N * 32;  // one K group's threads
@@ -66,13 +72,14 @@ static_assert(M % BLOCK_M == 0 && N % BLOCK_N == 0 && K % BLOCK_K == 0, "the til
 static_assert(WARP_M % 16 == 0 && WARP_N % 16 == 0, "a warp's tile is whole pairs of mma tiles");
 static_assert(BLOCK_M % 64 == 0 && BLOCK_N % 64 == 0, "a K-strided tile row is at least eight chunks");
 static_assert(STAGES >= 2, "at least one stage in flight while one is read");
-#if __CUDA_ARCH__ >= 900
-constexpr int SPLIT = K_BLOCKS;  // the blocks of a cluster that share K
+#if __CUDA_ARCH__ >= 900 && (IMAGE_WGMMA < 2 || defined(__CUDA_ARCH_FEAT_SM90_ALL))
+constexpr int SPLIT = K_BLOCKS;  // the blocks of a cluster that share K (WGMMA 2: with the warpgroups' meeting)
 #else
 constexpr int SPLIT = 1;
 #endif
 static_assert(K_BLOCKS == 1 || K_GROUPS == 1, "K split across a block's groups or a cluster's blocks");
-static_assert(WGMMA < 2 || (K_GROUPS == 1 && K_BLOCKS == 1), "a block that walks tiles takes the whole of K");
+static_assert(WGMMA < 2 || (K_GROUPS == 1 && (K_BLOCKS == 1 || WGMMA == 2)),
+              "a block that walks tiles takes the whole of K; WGMMA 2 splits K across a cluster's blocks only");
 static_assert(WGMMA != 3 || GROUP_THREADS == 2 * WARPGROUP_THREADS, "two warpgroups take the tiles in turn");
 static_assert(WGMMA < 2 || BLOCK_K == 64, "a tensor copy's row is one 128-byte swizzle atom");
 
@@ -107,6 +114,13 @@ __device__ __forceinline__ int k_first(int group) {
   if constexpr (SPLIT > 1) block = blockIdx.z;
   return (block * K_GROUPS + group) * STEPS * BLOCK_K;
 }
+
+// WGMMA 2 with K split across the cluster: each block adds up and stores
+// SHARE_TILES of the tile's n-tiles (the z-th share)
+constexpr bool SHARED_SUMS = WGMMA == 2 && SPLIT > 1;
+constexpr int SHARE_TILES = BLOCK_N / 8 / SPLIT;
+static_assert(!SHARED_SUMS || (SHARE_TILES * SPLIT == BLOCK_N / 8 && SHARE_TILES % 2 == 0),
+              "each block of the cluster stores whole pairs of n-tiles");
 
 // One operand's tile: EXTENT rows (of M or N) by BLOCK_K, stored in global
 // memory with K contiguous (rows of length K) or K strided (rows of length
@@ -270,6 +284,12 @@ __device__ __forceinline__ bool meet_k_groups(float (&values)[VALUES], int group
 }
 
 #if __CUDA_ARCH__ >= 900
+// Every thread of the cluster's blocks arrives (its shared memory writes
+// released) and waits for the others (theirs acquired)
+__device__ __forceinline__ void cluster_barrier() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
 // The cluster's blocks' sums meet, once every copy has landed and every warp
 // has read its last stage: the later blocks' values go where their rings
 // were (value-major, as the K groups'), and the first block adds them in
@@ -287,7 +307,7 @@ __device__ __forceinline__ bool meet_k_blocks(float (&values)[VALUES], int threa
 #pragma unroll
     for (int v = 0; v < VALUES; ++v) partial[v * GROUP_THREADS + thread] = values[v];
   }
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  cluster_barrier();
   if (block == 0) {
 #pragma unroll 1
     for (unsigned other = 1; other < K_BLOCKS; ++other) {
@@ -301,8 +321,58 @@ __device__ __forceinline__ bool meet_k_blocks(float (&values)[VALUES], int threa
       }
     }
   }
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  cluster_barrier();
   return block == 0;
+}
+
+// The cluster's blocks' sums of a tile meet (WGMMA 2): once both
+// multiplying warpgroups are done with the ring, each block's values go where
+// its ring was, each n-tile's four of a thread side by side (n-tile-major,
+// then thread), and each block adds up its share of the n-tiles over the
+// cluster's blocks in block order (the same additions whichever block makes
+// them): every block's values of the share are loaded before any is added,
+// so that the loads across the cluster are in flight together. Every block
+// waits until all have read its values (its shared memory must outlive the
+// reads); the copying warpgroup arrives at both cluster barriers too.
+template <int VALUES>
+__device__ __forceinline__ void add_cluster_shares(const float (&values)[VALUES], float (&share)[4 * SHARE_TILES],
+                                                   int thread) {
+  extern __shared__ __align__(1024) HALF shared[];
+  float4* const partial = reinterpret_cast<float4*>(shared);
+  asm volatile("bar.sync 1, %0;" ::"n"(GROUP_THREADS) : "memory");
+#pragma unroll
+  for (int j = 0; j < VALUES / 4; ++j)
+    partial[j * GROUP_THREADS + thread] = make_float4(values[4 * j], values[4 * j + 1], values[4 * j + 2],
+                                                      values[4 * j + 3]);
+  cluster_barrier();
+  const unsigned first = blockIdx.z * SHARE_TILES;  // the share's first n-tile
+  float4 x[K_BLOCKS][SHARE_TILES];
+#pragma unroll
+  for (unsigned block = 0; block < K_BLOCKS; ++block) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(shared_address(partial)), "r"(block));
+#pragma unroll
+    for (int j = 0; j < SHARE_TILES; ++j)
+      asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                   : "=f"(x[block][j].x), "=f"(x[block][j].y), "=f"(x[block][j].z), "=f"(x[block][j].w)
+                   : "r"(remote + 16u * ((first + j) * GROUP_THREADS + thread)));
+  }
+#pragma unroll
+  for (int j = 0; j < SHARE_TILES; ++j) {
+    float4 sum = x[0][j];
+#pragma unroll
+    for (unsigned block = 1; block < K_BLOCKS; ++block) {
+      sum.x += x[block][j].x;
+      sum.y += x[block][j].y;
+      sum.z += x[block][j].z;
+      sum.w += x[block][j].w;
+    }
+    share[4 * j] = sum.x;
+    share[4 * j + 1] = sum.y;
+    share[4 * j + 2] = sum.z;
+    share[4 * j + 3] = sum.w;
+  }
+  cluster_barrier();
 }
 #endif
 
@@ -358,19 +428,19 @@ __device__ __forceinline__ void multiply_stage(float (&d)[BLOCK_N / 2], const HA
 // The epilogue of a warpgroup's d (its thread's first row and column), CHUNK
 // n-tiles at a time (a chunk's R read before its C is stored); d's elements,
 // n-tile j: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
-template <int CHUNK = BLOCK_N / 8>
-__device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[BLOCK_N / 2], int row0, int column0
+template <int CHUNK = BLOCK_N / 8, int D_TILES = BLOCK_N / 8>
+__device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[4 * D_TILES], int row0, int column0
                                                 RESIDUAL_PARAMETER) {
 #if defined(IMAGE_FAMILY_TILED_HALF)
 #pragma unroll
-  for (int j = 0; j < BLOCK_N / 8; j += 2)
+  for (int j = 0; j < D_TILES; j += 2)
 #pragma unroll
     for (int half_row = 0; half_row < 2; ++half_row)
       store_tile_pair(c, row0 + 8 * half_row, column0 + 8 * j, d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1],
                       d[4 * j + 4 + 2 * half_row], d[4 * j + 5 + 2 * half_row]);
 #else
 #pragma unroll
-  for (int j0 = 0; j0 < BLOCK_N / 8; j0 += CHUNK) {
+  for (int j0 = 0; j0 < D_TILES; j0 += CHUNK) {
     finish(c, [&](auto visit) {
 #pragma unroll
       for (int j = j0; j < j0 + CHUNK; ++j)
@@ -531,7 +601,7 @@ __device__ __forceinline__ void copy_tiles(unsigned long long* full, unsigned lo
     for (int step = 0; step < STEPS; ++step, ++it) {
       const int s = it % STAGES;
       if (it >= STAGES) barrier_wait(&empty[s], (it / STAGES - 1) & 1);
-      fill(shared + s * STAGE_HALVES, &full[s], block_m, block_n, step * BLOCK_K);
+      fill(shared + s * STAGE_HALVES, &full[s], block_m, block_n, k_first(0) + step * BLOCK_K);
     }
   }
 }
@@ -587,8 +657,9 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
     for (int j = 0; j < BLOCK_N / 8; ++j)
 #pragma unroll
       for (int half_row = 0; half_row < 2; ++half_row)
-        residual[j][half_row] =
-            *reinterpret_cast<const float2*>(r + static_cast<size_t>(row0 + 8 * half_row) * N + column0 + 8 * j);
+        if constexpr (!SHARED_SUMS)  // else each block's share of R is read as it is stored
+          residual[j][half_row] =
+              *reinterpret_cast<const float2*>(r + static_cast<size_t>(row0 + 8 * half_row) * N + column0 + 8 * j);
 #endif
     float d[BLOCK_N / 2];
     clear(d);
@@ -604,6 +675,13 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     if (lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
+    if constexpr (SHARED_SUMS) {  // a block per tile: the walk ends here
+      float share[4 * SHARE_TILES];
+      add_cluster_shares(d, share, threadIdx.x);
+      store_warpgroup<SHARE_TILES, SHARE_TILES>(c, share, row0, column0 + 8 * SHARE_TILES * blockIdx.z
+                                                RESIDUAL_ARGUMENT);
+      return;
+    }
 #if defined(IMAGE_FAMILY_TILED_ADD)
 #pragma unroll
     for (int j = 0; j < BLOCK_N / 8; ++j)
@@ -688,6 +766,8 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
 __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a, const HALF* b, const TensorMap* map_a,
                                                     const TensorMap* map_b RESIDUAL_PARAMETER) {
   static_assert(WGMMA < 2 || GROUP_THREADS == BLOCK_M * 2, "a warpgroup per 64 rows");
+  static_assert(SPLIT == 1 || BLOCK_M * BLOCK_N * 4 <= STAGES * STAGE_HALVES * 2,
+                "the cluster's sums go where the ring was (its mbarriers follow it)");
   extern __shared__ __align__(1024) HALF shared[];
   unsigned long long* const full = reinterpret_cast<unsigned long long*>(shared + STAGES * STAGE_HALVES);
   unsigned long long* const empty = full + STAGES;
@@ -714,6 +794,11 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
           tensor_copy<A_COLUMNS, BLOCK_M>(stage, map_a, block_m, k0, full_stage);
           tensor_copy<B_COLUMNS, BLOCK_N>(stage + OperandA::HALVES, map_b, block_n, k0, full_stage);
         });
+      }
+      if constexpr (SHARED_SUMS) {  // the multiplying warpgroups' two cluster barriers (add_cluster_shares)
+        __syncwarp();
+        cluster_barrier();
+        cluster_barrier();
       }
       return;
     }
