@@ -148,6 +148,14 @@ __device__ __forceinline__ float gelu_tanh(float x, float sqrt_two_over_pi, floa
 // backward's, one expression
 __device__ __forceinline__ float gelu(float x, float th, float half, float one) { return half * x * (one + th); }
 
+// element i (row i / COLUMNS, column i % COLUMNS) of the gated GELU's up or
+// gate: its place in a plane of rows of 2 COLUMNS halves, the up
+// projection's row then the gate projection's (the gate's is COLUMNS on)
+template <int COLUMNS>
+__device__ __forceinline__ size_t pair_place(unsigned i) {
+  return static_cast<size_t>(i / COLUMNS) * 2 * COLUMNS + i % COLUMNS;
+}
+
 // ---- the launch before ----
 
 // On sm_90 a submission's graph links its launches by programmatic

@@ -32,7 +32,7 @@ image(HALF* __restrict__ pair_gradient, const HALF* __restrict__ gated_gradient,
   await_previous_launch();
   const unsigned i = 2u * (blockIdx.x * BLOCK + threadIdx.x);
   if (i >= elements) return;
-  const size_t row = static_cast<size_t>(i / FFN) * 2 * FFN + i % FFN;  // element i's place in a pair's row
+  const size_t row = pair_place<FFN>(i);
   if (FFN % 2 == 0 && i + 1u < elements) {  // both in one row, each pair of halves a word
     const unsigned dy = *reinterpret_cast<const unsigned*>(gated_gradient + i);
     const unsigned u = *reinterpret_cast<const unsigned*>(pair + row);
@@ -46,7 +46,7 @@ image(HALF* __restrict__ pair_gradient, const HALF* __restrict__ gated_gradient,
     return;
   }
   for (unsigned j = i; j < i + 2u && j < elements; ++j) {
-    const size_t at = static_cast<size_t>(j / FFN) * 2 * FFN + j % FFN;
+    const size_t at = pair_place<FFN>(j);
     const float2 g = gradients(to_float(gated_gradient[j]), to_float(pair[at]), to_float(pair[at + FFN]),
                                sqrt_two_over_pi, cubic, half, one, cubic_slope);
     pair_gradient[at] = to_half(g.x);

@@ -23,7 +23,7 @@ image(HALF* __restrict__ gated, const HALF* __restrict__ pair, float sqrt_two_ov
   const unsigned i = 2u * (blockIdx.x * BLOCK + threadIdx.x);
   if (i >= elements) return;
   if (FFN % 2 == 0 && i + 1u < elements) {  // both in one row, each pair of halves a word
-    const HALF* const row = pair + static_cast<size_t>(i / FFN) * 2 * FFN + i % FFN;
+    const HALF* const row = pair + pair_place<FFN>(i);
     const unsigned u = *reinterpret_cast<const unsigned*>(row), x = *reinterpret_cast<const unsigned*>(row + FFN);
     *reinterpret_cast<unsigned*>(gated + i) =
         pack_halves(gated_value(low_float(u), low_float(x), sqrt_two_over_pi, cubic, half, one),
@@ -31,7 +31,7 @@ image(HALF* __restrict__ gated, const HALF* __restrict__ pair, float sqrt_two_ov
     return;
   }
   for (unsigned j = i; j < i + 2u && j < elements; ++j) {
-    const HALF* const at = pair + static_cast<size_t>(j / FFN) * 2 * FFN + j % FFN;
+    const HALF* const at = pair + pair_place<FFN>(j);
     gated[j] = to_half(gated_value(to_float(at[0]), to_float(at[FFN]), sqrt_two_over_pi, cubic, half, one));
   }
 }
