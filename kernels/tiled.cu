@@ -766,7 +766,7 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
 __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a, const HALF* b, const TensorMap* map_a,
                                                     const TensorMap* map_b RESIDUAL_PARAMETER) {
   static_assert(WGMMA < 2 || GROUP_THREADS == BLOCK_M * 2, "a warpgroup per 64 rows");
-  static_assert(SPLIT == 1 || BLOCK_M * BLOCK_N * 4 <= STAGES * STAGE_HALVES * 2,
+  static_assert(!SHARED_SUMS || BLOCK_M * BLOCK_N * 4 <= STAGES * STAGE_HALVES * 2,
                 "the cluster's sums go where the ring was (its mbarriers follow it)");
   extern __shared__ __align__(1024) HALF shared[];
   unsigned long long* const full = reinterpret_cast<unsigned long long*>(shared + STAGES * STAGE_HALVES);
