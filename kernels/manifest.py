@@ -154,11 +154,15 @@ def _layernorm_backward_extents(c: Constants, s: Scalars) -> dict[str, int]:
 
 def _product_shared(c: Constants) -> int:
     """Each K group's ring of stages; the later groups' (or a cluster's later
-    blocks') accumulators reuse it."""
-    rings = c["k_groups"] * c["stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * HALF_BYTES
-    sums = max(c["k_groups"] - 1, int(c["k_blocks"] > 1))
-    barriers = 2 * c["stages"] * 8 if c["wgmma"] >= 2 else 0  # each stage's full and empty mbarriers
-    return max(rings, sums * c["block_m"] * c["block_n"] * 4) + barriers
+    blocks') accumulators reuse it. With WGMMA 2 and 3 one ring, then each
+    stage's full and empty mbarriers, then (K groups taking the steps in
+    turn) the second group's sums, beside the ring the walk goes on with."""
+    tile_sums = c["block_m"] * c["block_n"] * 4
+    ring = c["stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * HALF_BYTES
+    if c["wgmma"] >= 2:
+        barriers = 2 * c["stages"] * 8
+        return max(ring, tile_sums if c["k_blocks"] > 1 else 0) + barriers + (c["k_groups"] - 1) * tile_sums
+    return max(c["k_groups"] * ring, max(c["k_groups"] - 1, int(c["k_blocks"] > 1)) * tile_sums)
 
 
 def _product_block(c: Constants) -> int:
@@ -489,7 +493,9 @@ class Tile:
 # Hopper's warpgroup products, which other cards run as mma.sync (20..31;
 # 28..31 in K groups; 32..37 with K split across a cluster's blocks; 38..45
 # fed by tensor copies, with the H200's deeper rings; 46 a ring of five;
-# 47..51 fed by tensor copies with K split across a cluster's blocks)
+# 47..51 fed by tensor copies with K split across a cluster's blocks;
+# 52..54 fed by tensor copies, two warpgroups taking a tile's K steps in turn,
+# which with a half C the schedule check refuses for 52 and 53 on sm_90)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
@@ -513,6 +519,8 @@ TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4, block_k=64, wgmma=2, k_blocks=2), Tile(128, 128, 4, 2, 4, block_k=64, wgmma=2, k_blocks=4),
     Tile(128, 128, 4, 2, 4, block_k=64, wgmma=2, k_blocks=8), Tile(64, 128, 4, 2, 2, block_k=64, wgmma=2, k_blocks=2),
     Tile(64, 128, 4, 2, 2, block_k=64, wgmma=2, k_blocks=4),
+    Tile(64, 128, 6, 2, 2, 2, block_k=64, wgmma=2), Tile(64, 128, 8, 2, 2, 2, block_k=64, wgmma=2),
+    Tile(64, 64, 8, 2, 2, 2, block_k=64, wgmma=2),
 )
 # Shared memory a block may take where no tiles table says otherwise: every
 # card the images serve has it (sm_86's opt-in limit).

@@ -49,6 +49,11 @@
 // take the tiles in turn, so one stores while the other multiplies. On other
 // cards the copying warpgroup copies with cp.async, each thread's copies
 // arriving on the full mbarrier, and the others walk on the mma.sync path.
+// WGMMA 2 with K_GROUPS 2: two multiplying warpgroups take a tile's K steps
+// in turn, each over all of the tile's 64 rows, so that a tile of 64 rows
+// has two warpgroups' products in flight; at the tile's end the second's sums
+// meet the first's in shared memory beside the ring, and the first adds them
+// and stores the tile.
 // WGMMA 2 with K_BLOCKS > 1: a block per tile of C and K share (no walk);
 // every block of the cluster leaves its sums in its own shared memory, then
 // each adds up its share of the tile's n-tiles over the cluster's blocks, in
@@ -78,8 +83,9 @@ constexpr int SPLIT = K_BLOCKS;  // the blocks of a cluster that share K (WGMMA 
 constexpr int SPLIT = 1;
 #endif
 static_assert(K_BLOCKS == 1 || K_GROUPS == 1, "K split across a block's groups or a cluster's blocks");
-static_assert(WGMMA < 2 || (K_GROUPS == 1 && (K_BLOCKS == 1 || WGMMA == 2)),
-              "a block that walks tiles takes the whole of K; WGMMA 2 splits K across a cluster's blocks only");
+static_assert(WGMMA < 2 || (K_GROUPS == 1 && K_BLOCKS == 1) || (WGMMA == 2 && (K_GROUPS == 1 || K_BLOCKS == 1)),
+              "a block that walks tiles takes the whole of K; WGMMA 2 splits K across a cluster's blocks or its "
+              "warpgroups' turns");
 static_assert(WGMMA != 3 || GROUP_THREADS == 2 * WARPGROUP_THREADS, "two warpgroups take the tiles in turn");
 static_assert(WGMMA < 2 || BLOCK_K == 64, "a tensor copy's row is one 128-byte swizzle atom");
 
@@ -98,11 +104,13 @@ struct alignas(64) TensorMap {
 #endif
 static_assert((K / BLOCK_K) % (K_GROUPS * SPLIT) == 0, "the K groups and blocks take equal shares of the steps");
 constexpr int STEPS = K / BLOCK_K / K_GROUPS / SPLIT;  // each group's
+constexpr int TILE_STEPS = STEPS * K_GROUPS;  // a block's steps of a tile (the copying warpgroup's)
 constexpr int TILES_ALONG_N = N / BLOCK_N, TILES = M / BLOCK_M * TILES_ALONG_N;  // C's tiles, N fastest
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr bool ALTERNATING = WGMMA == 3;  // the warpgroups take tiles in turn
+constexpr bool IN_TURNS = WGMMA == 2 && K_GROUPS > 1;  // the warpgroups take a tile's K steps in turn
 constexpr bool TENSOR_COPIES = WGMMA >= 2;  // the tensor memory accelerator copies the stages
-constexpr int RELEASING_WARPS = ALTERNATING ? 4 : GROUP_THREADS / 32;  // the warps that read a stage
+constexpr int RELEASING_WARPS = ALTERNATING || IN_TURNS ? 4 : GROUP_THREADS / 32;  // the warps that read a stage
 #else
 constexpr bool TENSOR_COPIES = false;
 constexpr int RELEASING_WARPS = GROUP_THREADS / 32;
@@ -598,7 +606,7 @@ __device__ __forceinline__ void copy_tiles(unsigned long long* full, unsigned lo
   int it = 0;  // the steps walked so far, over every tile
   for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
     const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
-    for (int step = 0; step < STEPS; ++step, ++it) {
+    for (int step = 0; step < TILE_STEPS; ++step, ++it) {
       const int s = it % STAGES;
       if (it >= STAGES) barrier_wait(&empty[s], (it / STAGES - 1) & 1);
       fill(shared + s * STAGE_HALVES, &full[s], block_m, block_n, k_first(0) + step * BLOCK_K);
@@ -736,6 +744,58 @@ __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigne
                                                                block_n + 2 * (lane & 3) RESIDUAL_ARGUMENT);
   }
 }
+// WGMMA 2 with K groups: each multiplying warpgroup multiplies all 64 rows
+// of the tile over every other step, on the one ring. With STAGES and a
+// tile's steps even, each stage is only ever read by one warpgroup, so its
+// mbarriers' phases follow one reader, as with one warpgroup. The second's
+// sums go beside the ring (after the mbarriers) once its products are done;
+// the first waits for them (named barrier 2), adds them to its own (the same
+// order every run) and stores the tile; the second writes the next tile's
+// sums only once the first has read these (named barrier 3).
+__device__ __forceinline__ void multiply_tiles_in_turns(C_ELEMENT* c, unsigned long long* full,
+                                                        unsigned long long* empty RESIDUAL_PARAMETER) {
+  static_assert(!IN_TURNS || (K_GROUPS == 2 && STAGES % 2 == 0 && TILE_STEPS % 2 == 0 && BLOCK_M == 64),
+                "two warpgroups over a tile of 64 rows, each stage read by one of them");
+  extern __shared__ __align__(1024) HALF shared[];
+  float4* const theirs = reinterpret_cast<float4*>(empty + STAGES);  // n-tile-major, then thread
+  const int group = threadIdx.x >> 7, thread = threadIdx.x & 127, warp = thread >> 5, lane = threadIdx.x & 31;
+  int base = 0;  // the ring's steps walked before the tile
+  for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x, base += TILE_STEPS) {
+    const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
+    float d[BLOCK_N / 2];
+    clear(d);
+    for (int step = group; step < TILE_STEPS; step += 2) {
+      const int it = base + step, s = it % STAGES;
+      barrier_wait(&full[s], (it / STAGES) & 1);
+      shared_to_async_proxy();
+      multiply_stage(d, shared + s * STAGE_HALVES, 0);
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+      if (step >= 2 && lane == 0) barrier_arrive(&empty[(it - 2) % STAGES]);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    if (lane == 0) barrier_arrive(&empty[(base + TILE_STEPS - 2 + group) % STAGES]);
+    if (group == 1) {
+      if (base > 0) asm volatile("bar.sync 3, 256;" ::: "memory");
+#pragma unroll
+      for (int j = 0; j < BLOCK_N / 8; ++j)
+        theirs[j * WARPGROUP_THREADS + thread] = make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]);
+      asm volatile("bar.arrive 2, 256;" ::: "memory");
+      continue;
+    }
+    asm volatile("bar.sync 2, 256;" ::: "memory");
+#pragma unroll
+    for (int j = 0; j < BLOCK_N / 8; ++j) {
+      const float4 x = theirs[j * WARPGROUP_THREADS + thread];
+      d[4 * j] += x.x;
+      d[4 * j + 1] += x.y;
+      d[4 * j + 2] += x.z;
+      d[4 * j + 3] += x.w;
+    }
+    if (tile + gridDim.x < TILES) asm volatile("bar.arrive 3, 256;" ::: "memory");
+    store_warpgroup<RESIDUAL ? 1 : BLOCK_N / 8>(c, d, block_m + warp * 16 + (lane >> 2), block_n + 2 * (lane & 3)
+                                                RESIDUAL_ARGUMENT);
+  }
+}
 #else
 // The multiplying warps' walk (mma.sync): a warp releases a stage once its
 // fragment loads from it are done.
@@ -749,7 +809,7 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
     const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
     float accumulator[TILES_M][TILES_N][4];
     clear(accumulator);
-    for (int step = 0; step < STEPS; ++step, ++it) {
+    for (int step = 0; step < TILE_STEPS; ++step, ++it) {
       const int s = it % STAGES;
       barrier_wait(&full[s], (it / STAGES) & 1);
       multiply_stage_warps(accumulator, shared + s * STAGE_HALVES, warp_m, warp_n);
@@ -781,12 +841,13 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
 #endif
   }
   __syncthreads();
-  if (threadIdx.x >= GROUP_THREADS) {
+  constexpr int MULTIPLYING = GROUP_THREADS * K_GROUPS;  // the copying warpgroup follows every K group
+  if (threadIdx.x >= MULTIPLYING) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (TENSOR_COPIES) {
       // the first thread arms each stage's full mbarrier with the stage's
       // bytes and issues its tensor copies
-      if (threadIdx.x == GROUP_THREADS) {
+      if (threadIdx.x == MULTIPLYING) {
         copy_tiles(full, empty, [&](HALF* stage, unsigned long long* full_stage, int block_m, int block_n, int k0) {
           asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(full_stage)),
                        "r"(STAGE_HALVES * 2)
@@ -804,7 +865,7 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
     }
 #endif
     // every thread's cp.async copies arrive on the full mbarrier as they land
-    const int thread = threadIdx.x - GROUP_THREADS;
+    const int thread = threadIdx.x - MULTIPLYING;
     copy_tiles(full, empty, [&](HALF* stage, unsigned long long* full_stage, int block_m, int block_n, int k0) {
       OperandA::copy<WARPGROUP_THREADS>(stage, a, block_m, k0, thread);
       OperandB::copy<WARPGROUP_THREADS>(stage + OperandA::HALVES, b, block_n, k0, thread);
@@ -817,7 +878,14 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
       multiply_tiles_alternating(c, full, empty RESIDUAL_ARGUMENT);
       return;
     }
+    if constexpr (IN_TURNS) {
+      multiply_tiles_in_turns(c, full, empty RESIDUAL_ARGUMENT);
+      return;
+    }
 #endif
+    if constexpr (K_GROUPS > 1) {
+      if (threadIdx.x >= GROUP_THREADS) return;  // other cards: the first K group takes every step
+    }
     multiply_tiles(c, full, empty RESIDUAL_ARGUMENT);
   }
 }
