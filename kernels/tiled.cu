@@ -333,6 +333,24 @@ __device__ __forceinline__ bool meet_k_blocks(float (&values)[VALUES], int threa
   return block == 0;
 }
 
+// A warpgroup thread's sums to shared memory, each n-tile's four side by
+// side (n-tile-major, then thread: ROW threads to a row of quads), where
+// another warpgroup or block adds them to its own (add_quad)
+template <int ROW, int VALUES>
+__device__ __forceinline__ void leave_quads(float4* to, const float (&values)[VALUES], int thread) {
+#pragma unroll
+  for (int j = 0; j < VALUES / 4; ++j)
+    to[j * ROW + thread] = make_float4(values[4 * j], values[4 * j + 1], values[4 * j + 2], values[4 * j + 3]);
+}
+
+// sums[0, 4) += quad
+__device__ __forceinline__ void add_quad(float* sums, float4 quad) {
+  sums[0] += quad.x;
+  sums[1] += quad.y;
+  sums[2] += quad.z;
+  sums[3] += quad.w;
+}
+
 // The cluster's blocks' sums of a tile meet (WGMMA 2): once both
 // multiplying warpgroups are done with the ring, each block's values go where
 // its ring was, each n-tile's four of a thread side by side (n-tile-major,
@@ -348,10 +366,7 @@ __device__ __forceinline__ void add_cluster_shares(const float (&values)[VALUES]
   extern __shared__ __align__(1024) HALF shared[];
   float4* const partial = reinterpret_cast<float4*>(shared);
   asm volatile("bar.sync 1, %0;" ::"n"(GROUP_THREADS) : "memory");
-#pragma unroll
-  for (int j = 0; j < VALUES / 4; ++j)
-    partial[j * GROUP_THREADS + thread] = make_float4(values[4 * j], values[4 * j + 1], values[4 * j + 2],
-                                                      values[4 * j + 3]);
+  leave_quads<GROUP_THREADS>(partial, values, thread);
   cluster_barrier();
   const unsigned first = blockIdx.z * SHARE_TILES;  // the share's first n-tile
   float4 x[K_BLOCKS][SHARE_TILES];
@@ -367,18 +382,12 @@ __device__ __forceinline__ void add_cluster_shares(const float (&values)[VALUES]
   }
 #pragma unroll
   for (int j = 0; j < SHARE_TILES; ++j) {
-    float4 sum = x[0][j];
+    share[4 * j] = x[0][j].x;
+    share[4 * j + 1] = x[0][j].y;
+    share[4 * j + 2] = x[0][j].z;
+    share[4 * j + 3] = x[0][j].w;
 #pragma unroll
-    for (unsigned block = 1; block < K_BLOCKS; ++block) {
-      sum.x += x[block][j].x;
-      sum.y += x[block][j].y;
-      sum.z += x[block][j].z;
-      sum.w += x[block][j].w;
-    }
-    share[4 * j] = sum.x;
-    share[4 * j + 1] = sum.y;
-    share[4 * j + 2] = sum.z;
-    share[4 * j + 3] = sum.w;
+    for (unsigned block = 1; block < K_BLOCKS; ++block) add_quad(&share[4 * j], x[block][j]);
   }
   cluster_barrier();
 }
@@ -645,12 +654,25 @@ __device__ __forceinline__ void tensor_copy(HALF* stage, const TensorMap* map, i
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// d += the products of the ring's step `it` (its stage's `rows`: the
+// warpgroup's 64), issued once the step's copies have landed; every product
+// issued before them is done on return (the latest stay in flight)
+__device__ __forceinline__ void multiply_step(float (&d)[BLOCK_N / 2], unsigned long long* full, int it, int rows) {
+  extern __shared__ __align__(1024) HALF shared[];
+  const int s = it % STAGES;
+  barrier_wait(&full[s], (it / STAGES) & 1);
+  // the copies' writes, seen here through the mbarrier, made visible to the
+  // products' reads (the async proxy)
+  shared_to_async_proxy();
+  multiply_stage(d, shared + s * STAGE_HALVES, rows);
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+}
+
 // The multiplying warpgroups' walk over the same tiles and stages: a stage
 // is read once its copies have landed and released once the products that
 // read it are done (the latest products stay in flight meanwhile).
 __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long* full, unsigned long long* empty
                                                RESIDUAL_PARAMETER) {
-  extern __shared__ __align__(1024) HALF shared[];
   const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   int it = 0;
   for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
@@ -672,13 +694,7 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
     float d[BLOCK_N / 2];
     clear(d);
     for (int step = 0; step < STEPS; ++step, ++it) {
-      const int s = it % STAGES;
-      barrier_wait(&full[s], (it / STAGES) & 1);
-      // the copies' writes, seen here through the mbarrier, made visible to
-      // the products' reads (the async proxy)
-      shared_to_async_proxy();
-      multiply_stage(d, shared + s * STAGE_HALVES, warpgroup);
-      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+      multiply_step(d, full, it, warpgroup);
       if (step > 0 && lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
@@ -756,7 +772,6 @@ __device__ __forceinline__ void multiply_tiles_in_turns(C_ELEMENT* c, unsigned l
                                                         unsigned long long* empty RESIDUAL_PARAMETER) {
   static_assert(!IN_TURNS || (K_GROUPS == 2 && STAGES % 2 == 0 && TILE_STEPS % 2 == 0 && BLOCK_M == 64),
                 "two warpgroups over a tile of 64 rows, each stage read by one of them");
-  extern __shared__ __align__(1024) HALF shared[];
   float4* const theirs = reinterpret_cast<float4*>(empty + STAGES);  // n-tile-major, then thread
   const int group = threadIdx.x >> 7, thread = threadIdx.x & 127, warp = thread >> 5, lane = threadIdx.x & 31;
   int base = 0;  // the ring's steps walked before the tile
@@ -765,32 +780,21 @@ __device__ __forceinline__ void multiply_tiles_in_turns(C_ELEMENT* c, unsigned l
     float d[BLOCK_N / 2];
     clear(d);
     for (int step = group; step < TILE_STEPS; step += 2) {
-      const int it = base + step, s = it % STAGES;
-      barrier_wait(&full[s], (it / STAGES) & 1);
-      shared_to_async_proxy();
-      multiply_stage(d, shared + s * STAGE_HALVES, 0);
-      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+      const int it = base + step;
+      multiply_step(d, full, it, 0);
       if (step >= 2 && lane == 0) barrier_arrive(&empty[(it - 2) % STAGES]);
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     if (lane == 0) barrier_arrive(&empty[(base + TILE_STEPS - 2 + group) % STAGES]);
     if (group == 1) {
       if (base > 0) asm volatile("bar.sync 3, 256;" ::: "memory");
-#pragma unroll
-      for (int j = 0; j < BLOCK_N / 8; ++j)
-        theirs[j * WARPGROUP_THREADS + thread] = make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]);
+      leave_quads<WARPGROUP_THREADS>(theirs, d, thread);
       asm volatile("bar.arrive 2, 256;" ::: "memory");
       continue;
     }
     asm volatile("bar.sync 2, 256;" ::: "memory");
 #pragma unroll
-    for (int j = 0; j < BLOCK_N / 8; ++j) {
-      const float4 x = theirs[j * WARPGROUP_THREADS + thread];
-      d[4 * j] += x.x;
-      d[4 * j + 1] += x.y;
-      d[4 * j + 2] += x.z;
-      d[4 * j + 3] += x.w;
-    }
+    for (int j = 0; j < BLOCK_N / 8; ++j) add_quad(&d[4 * j], theirs[j * WARPGROUP_THREADS + thread]);
     if (tile + gridDim.x < TILES) asm volatile("bar.arrive 3, 256;" ::: "memory");
     store_warpgroup<RESIDUAL ? 1 : BLOCK_N / 8>(c, d, block_m + warp * 16 + (lane >> 2), block_n + 2 * (lane & 3)
                                                 RESIDUAL_ARGUMENT);
