@@ -21,8 +21,9 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v, HALF* __restrict__ out,
       float* __restrict__ log_sum_exp, float stream_scale) {
   await_previous_launch();
-  // the heaviest query tiles first, so the short ones fill the last wave
-  const int tile = TILES - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / GROUP;
+  // the last query tile walks every key tile: the longest walks first
+  const WalkPlace block = walk_place();
+  const int tile = TILES - 1 - block.rank, h = block.head, b = block.batch, g = h / GROUP;
   const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
   const int warp = thread >> 5, lane = thread & 31;
   const size_t kv_plane = static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;

@@ -22,7 +22,8 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
       const HALF* __restrict__ d_out, const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms, float* __restrict__ d_k,
       float* __restrict__ d_v, float stream_scale, float score_scale) {
   await_previous_launch();
-  const int tile = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  const WalkPlace block = walk_place();  // the first key tile meets every query tile: the longest walks first
+  const int tile = block.rank, g = block.head, b = block.batch;
   const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
   const int warp = thread >> 5, lane = thread & 31;
   const int query_tiles = TILES - tile, steps = GROUP * query_tiles;

@@ -16,7 +16,8 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
       const HALF* __restrict__ d_out, const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms,
       float* __restrict__ d_q, float stream_scale, float score_scale) {
   await_previous_launch();
-  const int tile = TILES - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / GROUP;
+  const WalkPlace block = walk_place();  // the last query tile walks every key tile: the longest walks first
+  const int tile = TILES - 1 - block.rank, h = block.head, b = block.batch, g = h / GROUP;
   const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
   const int warp = thread >> 5, lane = thread & 31;
   const size_t kv_plane = static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
