@@ -62,24 +62,30 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     const int j = part + i * PARTS;
 
     float s[8][4];
-    clear(s);
     multiply_rows(s, fq, stages + (i & 1) * TILE_HALVES);
     await_products();
 
-    // scale to base 2; on the diagonal tile mask the keys after the query
+    // on the diagonal tile (the part's last, in one part) mask the keys after
+    // the query
+    if (j == tile) {
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = 8 * n + 2 * (lane & 3) + (e & 1), query = 16 * warp + (lane >> 2) + 8 * (e >> 1);
-        s[n][e] = (j == tile && key > query) ? -__int_as_float(0x7f800000) : s[n][e] * stream_scale;
-      }
+        for (int e = 0; e < 4; ++e) {
+          const int key = 8 * n + 2 * (lane & 3) + (e & 1), query = 16 * warp + (lane >> 2) + 8 * (e >> 1);
+          if (key > query) s[n][e] = -__int_as_float(0x7f800000);
+        }
+    }
+    // the scores in base 2 are q.k stream_scale: a row's largest is its
+    // largest q.k so scaled (stream_scale > 0, and rounding keeps the order),
+    // and each term is 2^(q.k stream_scale - m) with one rounding
 #pragma unroll
     for (int half_row = 0; half_row < 2; ++half_row) {
-      float top = m[half_row];
+      float top = s[0][2 * half_row];
 #pragma unroll
       for (int n = 0; n < 8; ++n) top = fmaxf(top, fmaxf(s[n][2 * half_row], s[n][2 * half_row + 1]));
-      top = quad_max(top);  // finite: every row sees the first key of the part's first tile
+      // finite: every row sees the first key of the part's first tile
+      top = fmaxf(m[half_row], quad_max(top) * stream_scale);
       const float rescale = fast_exp2(m[half_row] - top);
       m[half_row] = top;
       float sum = 0.0f;
@@ -87,7 +93,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
       for (int n = 0; n < 8; ++n)
 #pragma unroll
         for (int e = 2 * half_row; e < 2 * half_row + 2; ++e) {
-          s[n][e] = fast_exp2(s[n][e] - top);
+          s[n][e] = fast_exp2(fmaf(s[n][e], stream_scale, -top));
           sum += s[n][e];
           o[n][e] *= rescale;
         }

@@ -68,11 +68,20 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     const bool diagonal = (part + n * PARTS) % query_tiles == 0;
 
     float s[8][4], dp[8][4];
-    clear(s);
-    clear(dp);
     multiply_rows(s, fk, stage.queries);     // S^T = K Q^T
     multiply_rows(dp, fv, stage.gradients);  // dP^T = V dO^T
     await_products();
+    // on the diagonal query tile (the head's first) the queries before the key
+    // are masked: their scores -inf, so P = 0
+    if (diagonal) {
+#pragma unroll
+      for (int c = 0; c < 8; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = 16 * warp + (lane >> 2) + 8 * (e >> 1), query = 8 * c + 2 * (lane & 3) + (e & 1);
+          if (query < key) s[c][e] = -__int_as_float(0x7f800000);
+        }
+    }
     // element (key 16 warp + lane / 4 + 8 (e / 2), query 8 c + 2 (lane % 4) + e % 2)
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
@@ -81,10 +90,8 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
       const float2 d = *reinterpret_cast<const float2*>(stage.d + query);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int key = 16 * warp + (lane >> 2) + 8 * (e >> 1);
-        const bool masked = diagonal && query + (e & 1) < key;
-        const float p = masked ? 0.0f : fast_exp2(s[c][e] * stream_scale - ((e & 1) ? lse.y : lse.x));
-        s[c][e] = p;                                  // P^T
+        const float p = fast_exp2(s[c][e] * stream_scale - ((e & 1) ? lse.y : lse.x));
+        s[c][e] = p;                                        // P^T
         dp[c][e] = p * (dp[c][e] - ((e & 1) ? d.y : d.x));  // dS^T
       }
     }

@@ -60,19 +60,25 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     const HALF* keys = stages + (i & 1) * TILE_HALVES;
 
     float s[8][4], dp[8][4];
-    clear(s);
-    clear(dp);
     multiply_rows(s, fq, keys);                                        // S = Q K^T
     multiply_rows(dp, fdo, stages + (2 + (i & 1)) * TILE_HALVES);      // dP = dO V^T
     await_products();
+    // on the diagonal tile (the part's last, in one part) the keys after the
+    // query are masked: their scores -inf, so P = 0
+    if (j == tile) {
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = 8 * n + 2 * (lane & 3) + (e & 1), query = 16 * warp + (lane >> 2) + 8 * (e >> 1);
+          if (key > query) s[n][e] = -__int_as_float(0x7f800000);
+        }
+    }
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = 8 * n + 2 * (lane & 3) + (e & 1), query = 16 * warp + (lane >> 2) + 8 * (e >> 1);
-        const float p = (j == tile && key > query) ? 0.0f : fast_exp2(s[n][e] * stream_scale - lse[e >> 1]);
-        s[n][e] = p * (dp[n][e] - d[e >> 1]);  // dS
-      }
+      for (int e = 0; e < 4; ++e)
+        s[n][e] = fast_exp2(s[n][e] * stream_scale - lse[e >> 1]) * (dp[n][e] - d[e >> 1]);  // dS
     unsigned fds[4][4];
     to_fragments(fds, s);
     multiply_columns(dq, fds, keys);  // dQ += dS K

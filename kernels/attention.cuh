@@ -126,54 +126,69 @@ __device__ __forceinline__ unsigned long long tile_matrix(const HALF* p) {
   return matrix(p, TILE_HALVES * sizeof(HALF), 1024, SWIZZLE_128);
 }
 
-// d (the warpgroup's 64 x 64, this warp's 16 rows) += a (16 x 16, registers)
-// times B (16 x 64) in shared memory, K-major (COLUMNS 0) or MN-major (1)
-template <int COLUMNS>
-__device__ __forceinline__ void warpgroup_product(float (&d)[8][4], const unsigned (&a)[4], unsigned long long b) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16" WGMMA_TYPES " "
-               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"
-               "%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, 1, 1, 1, %37;"
-               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
-                 "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
-                 "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
-                 "+f"(d[7][2]), "+f"(d[7][3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(COLUMNS));
-}
+// this warp's 16 rows of the warpgroup's 64 x 64 sums d, as asm operands
+#define WARPGROUP_SUMS(d, how)                                                                                     \
+  how(d[0][0]), how(d[0][1]), how(d[0][2]), how(d[0][3]), how(d[1][0]), how(d[1][1]), how(d[1][2]), how(d[1][3]), \
+      how(d[2][0]), how(d[2][1]), how(d[2][2]), how(d[2][3]), how(d[3][0]), how(d[3][1]), how(d[3][2]),           \
+      how(d[3][3]), how(d[4][0]), how(d[4][1]), how(d[4][2]), how(d[4][3]), how(d[5][0]), how(d[5][1]),           \
+      how(d[5][2]), how(d[5][3]), how(d[6][0]), how(d[6][1]), how(d[6][2]), how(d[6][3]), how(d[7][0]),           \
+      how(d[7][1]), how(d[7][2]), how(d[7][3])
+#define WARPGROUP_PRODUCT(scale_d)                                                                    \
+  "wgmma.mma_async.sync.aligned.m64n64k16" WGMMA_TYPES " "                                            \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
+  "%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, " scale_d ", 1, 1, %37;"
 
-// acc += a (16 x 64) times the tile, four k-slices of 16, left in flight:
-// the registers of a and acc, and the tile, are the products' until
-// await_products
-template <int COLUMNS>
+// d (the warpgroup's 64 x 64, this warp's 16 rows) = a (16 x 16, registers)
+// times B (16 x 64) in shared memory, plus d where ADD, K-major (COLUMNS 0) or
+// MN-major (1); without ADD d's values are not read, so need not be set
+template <int COLUMNS, bool ADD>
+__device__ __forceinline__ void warpgroup_product(float (&d)[8][4], const unsigned (&a)[4], unsigned long long b) {
+  if constexpr (ADD) {
+    asm volatile(WARPGROUP_PRODUCT("1") : WARPGROUP_SUMS(d, "+f")
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(COLUMNS));
+  } else {
+    asm volatile(WARPGROUP_PRODUCT("0") : WARPGROUP_SUMS(d, "=f")
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(COLUMNS));
+  }
+}
+#undef WARPGROUP_SUMS
+#undef WARPGROUP_PRODUCT
+
+// acc (+)= a (16 x 64) times the tile, four k-slices of 16, the first adding
+// to acc where ADD, left in flight: the registers of a and acc, and the tile,
+// are the products' until await_products
+template <int COLUMNS, bool ADD>
 __device__ __forceinline__ void multiply_tile(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  // K-major: 16 k are 32 bytes along the rows; MN-major: 16 rows down
+  warpgroup_product<COLUMNS, ADD>(acc, a[0], tile_matrix(tile));
 #pragma unroll
-  for (int k = 0; k < 4; ++k)  // K-major: 16 k are 32 bytes along the rows; MN-major: 16 rows down
-    warpgroup_product<COLUMNS>(acc, a[k], tile_matrix(tile + (COLUMNS ? 16 * HEAD : 16) * k));
+  for (int k = 1; k < 4; ++k)
+    warpgroup_product<COLUMNS, true>(acc, a[k], tile_matrix(tile + (COLUMNS ? 16 * HEAD : 16) * k));
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
 
 // every product this warp left in flight done
 __device__ __forceinline__ void await_products() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
 
-// acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile's rows as columns:
+// acc[n] (16 x 8, n < 8) = a (16 x 64) times the tile's rows as columns:
 // acc = A T^T, T [64 n][64 k]
 __device__ __forceinline__ void multiply_rows(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
-  multiply_tile<0>(acc, a, tile);
+  multiply_tile<0, false>(acc, a, tile);
 }
 
-// acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile: acc = A T, T [64 k][64 n]
+// acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile: acc += A T, T [64 k][64 n]
 __device__ __forceinline__ void multiply_columns(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
-  multiply_tile<1>(acc, a, tile);
+  multiply_tile<1, true>(acc, a, tile);
 }
 #else
 __device__ __forceinline__ void await_products() {}  // mma.sync's are done on return
 
-// acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile's rows as columns:
+// acc[n] (16 x 8, n < 8) = a (16 x 64) times the tile's rows as columns:
 // acc = A T^T, T [64 n][64 k] (ldmatrix: the tile's rows are B's columns)
 __device__ __forceinline__ void multiply_rows(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
   const int lane = threadIdx.x & 31, matrix = lane >> 3;
+  clear(acc);
 #pragma unroll
   for (int k = 0; k < 4; ++k)
 #pragma unroll
@@ -185,7 +200,7 @@ __device__ __forceinline__ void multiply_rows(float (&acc)[8][4], const unsigned
     }
 }
 
-// acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile: acc = A T, T [64 k][64 n]
+// acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile: acc += A T, T [64 k][64 n]
 // (ldmatrix.trans)
 __device__ __forceinline__ void multiply_columns(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
   const int lane = threadIdx.x & 31, matrix = lane >> 3;
