@@ -22,8 +22,9 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
   const int warp = thread >> 5, lane = thread & 31;
   const size_t kv_plane = static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
   const size_t q_plane = static_cast<size_t>(b * HEADS + h) * SEQ * HEAD;
-  // the part's stages: keys of buffer 0 and 1, then values of buffer 0 and 1
-  HALF* const stages = part_stages<4 * TILE_HALVES>(part);
+  // the part's stages: keys of buffer 0 and 1, values of buffer 0 and 1, then
+  // the block's own queries and their d_out rows (OwnRows)
+  HALF* const stages = part_stages<6 * TILE_HALVES>(part);
   const int walk = tile >= part ? (tile - part) / PARTS + 1 : 0;  // the part's key tiles part, part + PARTS, ...
 
   auto copy_pair = [&](int i) {
@@ -32,12 +33,14 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     copy_tile(stages + (2 + (i & 1)) * TILE_HALVES, v + at, HEAD, thread);
     copy_commit();
   };
-  if (walk > 0) copy_pair(0);
+  OwnRows fq, fdo;  // (a part without tiles uses neither, and copies nothing it would not wait for)
+  if (walk > 0) {
+    fq = own_rows(stages + 4 * TILE_HALVES, q + q_plane, tile, thread);
+    fdo = own_rows(stages + 5 * TILE_HALVES, d_out + q_plane, tile, thread);
+    copy_pair(0);
+  }
 
   const int row0 = tile * TILE + 16 * warp, s0 = row0 + (lane >> 2);
-  unsigned fq[4][4], fdo[4][4];
-  load_rows(fq, q + q_plane, row0);
-  load_rows(fdo, d_out + q_plane, row0);
 
   // L and D of this thread's rows s0 and s0 + 8
   float lse[2], d[2];
@@ -60,8 +63,8 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     const HALF* keys = stages + (i & 1) * TILE_HALVES;
 
     float s[8][4], dp[8][4];
-    multiply_rows(s, fq, keys);                                        // S = Q K^T
-    multiply_rows(dp, fdo, stages + (2 + (i & 1)) * TILE_HALVES);      // dP = dO V^T
+    multiply_rows(s, fq, keys);                                    // S = Q K^T
+    multiply_rows(dp, fdo, stages + (2 + (i & 1)) * TILE_HALVES);  // dP = dO V^T
     await_products();
     // on the diagonal tile (the part's last, in one part) the keys after the
     // query are masked: their scores -inf, so P = 0

@@ -133,10 +133,10 @@ __device__ __forceinline__ unsigned long long tile_matrix(const HALF* p) {
       how(d[3][3]), how(d[4][0]), how(d[4][1]), how(d[4][2]), how(d[4][3]), how(d[5][0]), how(d[5][1]),           \
       how(d[5][2]), how(d[5][3]), how(d[6][0]), how(d[6][1]), how(d[6][2]), how(d[6][3]), how(d[7][0]),           \
       how(d[7][1]), how(d[7][2]), how(d[7][3])
-#define WARPGROUP_PRODUCT(scale_d)                                                                    \
-  "wgmma.mma_async.sync.aligned.m64n64k16" WGMMA_TYPES " "                                            \
-  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
-  "%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, " scale_d ", 1, 1, %37;"
+#define WARPGROUP_PRODUCT(a, rest)                                                                       \
+  "wgmma.mma_async.sync.aligned.m64n64k16" WGMMA_TYPES " "                                                \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"     \
+  "%26,%27,%28,%29,%30,%31}, " a ", " rest ";"
 
 // d (the warpgroup's 64 x 64, this warp's 16 rows) = a (16 x 16, registers)
 // times B (16 x 64) in shared memory, plus d where ADD, K-major (COLUMNS 0) or
@@ -144,28 +144,58 @@ __device__ __forceinline__ unsigned long long tile_matrix(const HALF* p) {
 template <int COLUMNS, bool ADD>
 __device__ __forceinline__ void warpgroup_product(float (&d)[8][4], const unsigned (&a)[4], unsigned long long b) {
   if constexpr (ADD) {
-    asm volatile(WARPGROUP_PRODUCT("1") : WARPGROUP_SUMS(d, "+f")
+    asm volatile(WARPGROUP_PRODUCT("{%32,%33,%34,%35}", "%36, 1, 1, 1, %37") : WARPGROUP_SUMS(d, "+f")
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(COLUMNS));
   } else {
-    asm volatile(WARPGROUP_PRODUCT("0") : WARPGROUP_SUMS(d, "=f")
+    asm volatile(WARPGROUP_PRODUCT("{%32,%33,%34,%35}", "%36, 0, 1, 1, %37") : WARPGROUP_SUMS(d, "=f")
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(COLUMNS));
+  }
+}
+
+// the same with A (64 x 16) in shared memory too, both K-major
+template <int COLUMNS, bool ADD>
+__device__ __forceinline__ void warpgroup_product(float (&d)[8][4], unsigned long long a, unsigned long long b) {
+  static_assert(COLUMNS == 0, "a shared A multiplies rows");
+  if constexpr (ADD) {
+    asm volatile(WARPGROUP_PRODUCT("%32", "%33, 1, 1, 1, 0, 0") : WARPGROUP_SUMS(d, "+f") : "l"(a), "l"(b));
+  } else {
+    asm volatile(WARPGROUP_PRODUCT("%32", "%33, 0, 1, 1, 0, 0") : WARPGROUP_SUMS(d, "=f") : "l"(a), "l"(b));
   }
 }
 #undef WARPGROUP_SUMS
 #undef WARPGROUP_PRODUCT
 
-// acc (+)= a (16 x 64) times the tile, four k-slices of 16, the first adding
-// to acc where ADD, left in flight: the registers of a and acc, and the tile,
-// are the products' until await_products
-template <int COLUMNS, bool ADD>
-__device__ __forceinline__ void multiply_tile(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
+// A block's own 64 rows (queries, keys) as the A operand of products with
+// tiles of the other side: on sm_90a a tile in the part's shared memory (the
+// products read it there and the registers stay free), elsewhere each warp's
+// fragments of its 16 rows
+struct OwnRows {
+  const HALF* tile;
+};
+
+// A's k-slice k (16 columns) as wgmma takes it
+__device__ __forceinline__ const unsigned (&a_slice(const unsigned (&a)[4][4], int k))[4] { return a[k]; }
+__device__ __forceinline__ unsigned long long a_slice(const OwnRows& a, int k) { return tile_matrix(a.tile + 16 * k); }
+
+// acc (+)= A (16 x 64 a warp) times the tile, four k-slices of 16, the first
+// adding to acc where ADD, left in flight: the registers of A and acc, and
+// the tiles, are the products' until await_products
+template <int COLUMNS, bool ADD, typename A>
+__device__ __forceinline__ void multiply_tile(float (&acc)[8][4], const A& a, const HALF* tile) {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
   // K-major: 16 k are 32 bytes along the rows; MN-major: 16 rows down
-  warpgroup_product<COLUMNS, ADD>(acc, a[0], tile_matrix(tile));
+  warpgroup_product<COLUMNS, ADD>(acc, a_slice(a, 0), tile_matrix(tile));
 #pragma unroll
   for (int k = 1; k < 4; ++k)
-    warpgroup_product<COLUMNS, true>(acc, a[k], tile_matrix(tile + (COLUMNS ? 16 * HEAD : 16) * k));
+    warpgroup_product<COLUMNS, true>(acc, a_slice(a, k), tile_matrix(tile + (COLUMNS ? 16 * HEAD : 16) * k));
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+// the own rows of plane's tile `tile_index` ([rows][64]) into `tile`, copied
+// with the part's next group of copies
+__device__ __forceinline__ OwnRows own_rows(HALF* tile, const HALF* plane, int tile_index, int thread) {
+  copy_tile(tile, plane + static_cast<size_t>(tile_index) * TILE_HALVES, HEAD, thread);
+  return {tile};
 }
 
 // every product this warp left in flight done
@@ -173,7 +203,8 @@ __device__ __forceinline__ void await_products() { asm volatile("wgmma.wait_grou
 
 // acc[n] (16 x 8, n < 8) = a (16 x 64) times the tile's rows as columns:
 // acc = A T^T, T [64 n][64 k]
-__device__ __forceinline__ void multiply_rows(float (&acc)[8][4], const unsigned (&a)[4][4], const HALF* tile) {
+template <typename A>
+__device__ __forceinline__ void multiply_rows(float (&acc)[8][4], const A& a, const HALF* tile) {
   multiply_tile<0, false>(acc, a, tile);
 }
 
@@ -183,6 +214,17 @@ __device__ __forceinline__ void multiply_columns(float (&acc)[8][4], const unsig
 }
 #else
 __device__ __forceinline__ void await_products() {}  // mma.sync's are done on return
+
+struct OwnRows {
+  unsigned a[4][4];
+};
+
+// this warp's fragments of the own rows (read directly; `tile` goes unused)
+__device__ __forceinline__ OwnRows own_rows(HALF*, const HALF* plane, int tile_index, int thread) {
+  OwnRows rows;
+  load_rows(rows.a, plane, tile_index * TILE + 16 * (thread >> 5));
+  return rows;
+}
 
 // acc[n] (16 x 8, n < 8) = a (16 x 64) times the tile's rows as columns:
 // acc = A T^T, T [64 n][64 k] (ldmatrix: the tile's rows are B's columns)
@@ -198,6 +240,10 @@ __device__ __forceinline__ void multiply_rows(float (&acc)[8][4], const unsigned
       mma_16816(acc[2 * n], a[k], b[0], b[1]);
       mma_16816(acc[2 * n + 1], a[k], b[2], b[3]);
     }
+}
+
+__device__ __forceinline__ void multiply_rows(float (&acc)[8][4], const OwnRows& a, const HALF* tile) {
+  multiply_rows(acc, a.a, tile);
 }
 
 // acc[n] (16 x 8, n < 8) += a (16 x 64) times the tile: acc += A T, T [64 k][64 n]

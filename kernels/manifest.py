@@ -205,11 +205,12 @@ def _attention_block(c: Constants) -> int:
     return 128 * c["parts"]
 
 
-def _attention_shared(stage: int) -> Callable[[Constants], int]:
+def _attention_shared(stage: int, own: int = 0) -> Callable[[Constants], int]:
     """Two stages of `stage` bytes, each taking whole kilobytes (its tiles
-    start 1024-byte aligned), for each part (the later parts' sums reuse
-    them), dynamic; a block of one part declares its two statically."""
-    return lambda c: c["parts"] * 2 * -(-stage // 1024) * 1024 if c["parts"] > 1 else 0
+    start 1024-byte aligned), and `own` bytes of the block's own tiles, for
+    each part (the later parts' sums reuse them), dynamic; a block of one
+    part declares them statically."""
+    return lambda c: c["parts"] * (2 * -(-stage // 1024) * 1024 + own) if c["parts"] > 1 else 0
 
 
 def _attention_planes(c: Constants) -> dict[str, int]:
@@ -276,7 +277,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
         lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
                                  "log_sum_exp": p["rows"], "row_terms": p["rows"],
                                  "d_q": p["q32"]})(_attention_planes(c)),
-        registers=255, shared=_attention_shared(2 * _ATTENTION_TILE), constants=_ATTENTION_CONSTANTS),
+        registers=255, shared=_attention_shared(2 * _ATTENTION_TILE, 2 * _ATTENTION_TILE),
+        constants=_ATTENTION_CONSTANTS),
     Family("attention-key", _args(
         "q:r k:r v:r d_out:r log_sum_exp:r row_terms:r d_k:w d_v:w "
         "stream_scale:f32 score_scale:f32"),
