@@ -213,6 +213,20 @@ def _attention_shared(stage: int, own: int = 0) -> Callable[[Constants], int]:
     return lambda c: c["parts"] * (2 * -(-stage // 1024) * 1024 + own) if c["parts"] > 1 else 0
 
 
+# A block of the rotary images takes ROPE_TOKENS consecutive tokens (the
+# angles of their positions are read together, kernels/rope.cuh), with
+# `warps` warps a token (each taking every warps-th head)
+ROPE_TOKENS = 8
+
+
+def _rope_block(c: Constants) -> int:
+    return 32 * c["warps"] * c["tokens"]
+
+
+def _rope_grid(c: Constants, s: Scalars) -> tuple[int, int, int]:
+    return (c["batch"] * c["seq"] // c["tokens"], 1, 1)
+
+
 def _attention_planes(c: Constants) -> dict[str, int]:
     """Bytes of the heads' layouts: [batch][head][seq][64] and kin."""
     b, s, h, kv = c["batch"], c["seq"], c["heads"], c["kv_heads"]
@@ -258,13 +272,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: {"gamma_gradient": c["width"] * 4, "beta_gradient": c["width"] * 4,
                          "partials": c["parts"] * 2 * c["width"] * 4},
            constants=("width", "parts")),
-    Family("qk-rope", _args("queries:w keys:w values:w qkv:r cosine:r sine:r"), _fixed(128),
-           lambda c, s: (c["batch"] * c["seq"], 1, 1),
+    Family("qk-rope", _args("queries:w keys:w values:w qkv:r cosine:r sine:r"), _rope_block, _rope_grid,
            lambda c, s: {"queries": _attention_planes(c)["q"], "keys": _attention_planes(c)["kv"],
                          "values": _attention_planes(c)["kv"],
                          "qkv": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64 * HALF_BYTES,
                          "cosine": c["seq"] * 32 * 4, "sine": c["seq"] * 32 * 4},
-           constants=("batch", "seq", "heads", "kv_heads", "half")),
+           constants=("batch", "seq", "heads", "kv_heads", "tokens", "warps", "half")),
     Family("attention-forward", _args("q:r k:r v:r out:w log_sum_exp:w stream_scale:f32"),
            _attention_block, lambda c, s: (c["seq"] // 64, c["heads"], c["batch"]),
            lambda c, s: {"q": _attention_planes(c)["q"], "k": _attention_planes(c)["kv"],
@@ -293,12 +306,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: (lambda n: {"heads": n * 64 * HALF_BYTES, "row_terms": n * 4, "merged": n * 64 * 4,
                                     "out": n * 64 * HALF_BYTES})(c["batch"] * c["seq"] * c["heads"]),
            constants=("batch", "seq", "heads", "half")),
-    Family("inverse-rope-qkv", _args("qkv_gradient:w d_q:r d_k:r cosine:r sine:r d_v:r"), _fixed(128),
-           lambda c, s: (c["batch"] * c["seq"], 1, 1),
+    Family("inverse-rope-qkv", _args("qkv_gradient:w d_q:r d_k:r cosine:r sine:r d_v:r"), _rope_block, _rope_grid,
            lambda c, s: (lambda p: {"qkv_gradient": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"])
                                     * 64 * HALF_BYTES, "d_q": p["q32"], "d_k": p["kv32"], "d_v": p["kv32"],
                                     "cosine": c["seq"] * 32 * 4, "sine": c["seq"] * 32 * 4})(_attention_planes(c)),
-           constants=("batch", "seq", "heads", "kv_heads", "half")),
+           constants=("batch", "seq", "heads", "kv_heads", "tokens", "warps", "half")),
     Family("loss-target-gather", _args("correct:w logits:r targets:r"), _fixed(256),
            lambda c, s: (_blocks(c["rows"], 256), 1, 1),
            lambda c, s: {"correct": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "targets": c["rows"] * 4},
@@ -623,6 +635,26 @@ def attention_parts(family: str, batch: int, seq: int, heads: int, kv_heads: int
     blocks lose (8 x 1024: one layer's attention 195 -> 226 us)."""
     blocks = batch * (kv_heads if family == "attention-key" else heads) * (seq // 64)
     return 2 if blocks < 2 * FILL_BLOCKS else 1
+
+
+# The images that turn queries and keys by the rotary angles (and back)
+ROTARY_IMAGES = ("qk-rope", "inverse-rope-qkv")
+
+
+def rope_warps(tokens: int) -> int:
+    """Four warps a token when the launch has fewer blocks than two waves of
+    the device, else one: with few blocks a warp a token leaves too few loads
+    in flight, with many the larger blocks lose. On the H200, the 16
+    launches of an update (qk-rope, inverse-rope-qkv), in us: 1 x 1024 45.8,
+    47.6 with four warps against 47.6, 72.4 with one; 8 x 1024 276, 393 with
+    four against 200, 340 with one."""
+    return 4 if tokens // ROPE_TOKENS < 2 * FILL_BLOCKS else 1
+
+
+def rope(family: str, batch: int, seq: int, heads: int, kv_heads: int, half: str) -> Image:
+    """A rotary image (qk-rope, inverse-rope-qkv) at the shape."""
+    return image(family, batch=batch, seq=seq, heads=heads, kv_heads=kv_heads, tokens=ROPE_TOKENS,
+                 warps=rope_warps(batch * seq), half=half)
 
 
 def attention(family: str, batch: int, seq: int, heads: int, kv_heads: int, half: str) -> Image:

@@ -3,8 +3,8 @@ the kernel tests."""
 
 from __future__ import annotations
 
-from planner.kernels.manifest import (FAMILIES, PRODUCT_FAMILIES, STREAMING_ATTENTION, TILE_CANDIDATES,
-                                      Image, image, layernorm_parts, product, tiled_image)
+from planner.kernels.manifest import (FAMILIES, PRODUCT_FAMILIES, ROPE_TOKENS, ROTARY_IMAGES, STREAMING_ATTENTION,
+                                      TILE_CANDIDATES, Image, image, layernorm_parts, product, rope, tiled_image)
 from planner.model.config import Shape
 
 DEFAULT = Shape()
@@ -48,12 +48,14 @@ def family_images(s: Shape, half: str) -> list[Image]:
         # the block of eight warps that eight times the rows take
         image("layernorm-backward-add", "layernorm-backward-add-rows8x", rows=8 * s.tokens, width=s.width,
               parts=layernorm_parts(8 * s.tokens), half=half),
-        image("qk-rope", **heads),
+        rope("qk-rope", **heads),
+        # the rotary images with a warp a token, as a plan of many tokens takes them
+        *(image(f, f"{f}-warps1", tokens=ROPE_TOKENS, warps=1, **heads) for f in ROTARY_IMAGES),
         # each streaming attention image in every part count it may take
         *(image(f, f"{f}-parts{p}", parts=p, **heads)
           for f in STREAMING_ATTENTION for p in (1, 2)),
         image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=half),
-        image("inverse-rope-qkv", **heads),
+        rope("inverse-rope-qkv", **heads),
         image("loss-target-gather", rows=s.tokens, vocab=s.vocab), image("cross-entropy", rows=s.tokens, vocab=s.vocab),
         image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab, half=half),
         image("embedding-scatter", vocab=s.vocab, **rows),

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from planner.kernels.manifest import STREAMING_ATTENTION, Image, attention, image, layernorm_parts, product
+from planner.kernels.manifest import (ROTARY_IMAGES, STREAMING_ATTENTION, Image, attention, image, layernorm_parts, product,
+                                      rope)
 from planner.model import float32 as f32
 from planner.model.config import Config
 from planner.schedule.arena import STAGING, Layout
@@ -227,6 +228,8 @@ def _attention(b: Builder, family: str) -> Image:
     s = b.config.shape
     if family in STREAMING_ATTENTION:
         return attention(family, s.batch, s.seq, s.heads, s.kv_heads, _half(b.config))
+    if family in ROTARY_IMAGES:
+        return rope(family, s.batch, s.seq, s.heads, s.kv_heads, _half(b.config))
     return image(family, batch=s.batch, seq=s.seq, heads=s.heads, kv_heads=s.kv_heads, half=_half(b.config))
 
 
