@@ -65,17 +65,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     multiply_rows(s, fq, stages + (i & 1) * TILE_HALVES);
     await_products();
 
-    // on the diagonal tile (the part's last, in one part) mask the keys after
-    // the query
-    if (j == tile) {
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = 8 * n + 2 * (lane & 3) + (e & 1), query = 16 * warp + (lane >> 2) + 8 * (e >> 1);
-          if (key > query) s[n][e] = -__int_as_float(0x7f800000);
-        }
-    }
+    if (j == tile) mask_diagonal<false>(s, warp, lane);  // the part's last tile (in one part)
     // the scores in base 2 are q.k stream_scale: a row's largest is its
     // largest q.k so scaled (stream_scale > 0, and rounding keeps the order),
     // and each term is 2^(q.k stream_scale - m) with one rounding

@@ -71,17 +71,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     multiply_rows(s, fk, stage.queries);     // S^T = K Q^T
     multiply_rows(dp, fv, stage.gradients);  // dP^T = V dO^T
     await_products();
-    // on the diagonal query tile (the head's first) the queries before the key
-    // are masked: their scores -inf, so P = 0
-    if (diagonal) {
-#pragma unroll
-      for (int c = 0; c < 8; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = 16 * warp + (lane >> 2) + 8 * (e >> 1), query = 8 * c + 2 * (lane & 3) + (e & 1);
-          if (query < key) s[c][e] = -__int_as_float(0x7f800000);
-        }
-    }
+    if (diagonal) mask_diagonal<true>(s, warp, lane);  // the head's first query tile
     // element (key 16 warp + lane / 4 + 8 (e / 2), query 8 c + 2 (lane % 4) + e % 2)
 #pragma unroll
     for (int c = 0; c < 8; ++c) {

@@ -66,17 +66,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     multiply_rows(s, fq, keys);                                    // S = Q K^T
     multiply_rows(dp, fdo, stages + (2 + (i & 1)) * TILE_HALVES);  // dP = dO V^T
     await_products();
-    // on the diagonal tile (the part's last, in one part) the keys after the
-    // query are masked: their scores -inf, so P = 0
-    if (j == tile) {
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = 8 * n + 2 * (lane & 3) + (e & 1), query = 16 * warp + (lane >> 2) + 8 * (e >> 1);
-          if (key > query) s[n][e] = -__int_as_float(0x7f800000);
-        }
-    }
+    if (j == tile) mask_diagonal<false>(s, warp, lane);  // the part's last tile (in one part)
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll

@@ -274,6 +274,21 @@ __device__ __forceinline__ void begin_step(int part) {
   part_sync(part);
 }
 
+// On the diagonal tile, the scores of the keys after each query masked to
+// -inf (so that P = 0 there): s is this warp's 16 rows of the tile's scores
+// by its 64 columns, the rows queries and the columns keys, or (KEY_ROWS, the
+// key image's S^T) the rows keys and the columns queries
+template <bool KEY_ROWS>
+__device__ __forceinline__ void mask_diagonal(float (&s)[8][4], int warp, int lane) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int column = 8 * n + 2 * (lane & 3) + (e & 1), row = 16 * warp + (lane >> 2) + 8 * (e >> 1);
+      if (KEY_ROWS ? column < row : column > row) s[n][e] = -__int_as_float(0x7f800000);
+    }
+}
+
 // an accumulator (16 x 64 binary32) as A fragments in the half format: the
 // element layouts of mma's C and A agree, so each thread packs its own values
 __device__ __forceinline__ void to_fragments(unsigned (&a)[4][4], const float (&acc)[8][4]) {
