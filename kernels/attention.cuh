@@ -18,8 +18,9 @@
 //
 // On sm_90a a part's four warps are one warpgroup, and its products are
 // warpgroup products (wgmma): each warp's A fragments stay in its registers
-// (mma.sync's A layout is wgmma's), the tile is read from shared memory, and
-// the sums land in the layout mma.sync's would. Elsewhere each warp
+// (mma.sync's A layout is wgmma's), or A is a tile of the block's own rows in
+// shared memory too (OwnRows), the tile is read from shared memory, and the
+// sums land in the layout mma.sync's would. Elsewhere each warp
 // multiplies on its own with mma.sync. Products are issued with
 // multiply_rows and multiply_columns and their sums read after
 // await_products, so that independent products run together (on sm_90a;

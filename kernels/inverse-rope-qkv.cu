@@ -28,7 +28,8 @@ image(HALF* __restrict__ qkv_gradient, const float* __restrict__ d_q, const floa
     to[head * 64 + i + 32] = to_half(x1 * c - x0 * sn);
   }
   for (int g = lane.head; g < KV_HEADS; g += WARPS) {
-    const float2 v = *reinterpret_cast<const float2*>(d_v + (static_cast<size_t>(b * KV_HEADS + g) * SEQ + s) * 64 + 2 * i);
+    const float* const from = d_v + (static_cast<size_t>(b * KV_HEADS + g) * SEQ + s) * 64;
+    const float2 v = *reinterpret_cast<const float2*>(from + 2 * i);
     *reinterpret_cast<unsigned*>(to + (HEADS + KV_HEADS + g) * 64 + 2 * i) = pack_halves(v.x, v.y);
   }
 }

@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from planner.kernels.manifest import (ROTARY_IMAGES, STREAMING_ATTENTION, Image, attention, image, layernorm_parts, product,
-                                      rope)
+from planner.kernels.manifest import (ROTARY_IMAGES, STREAMING_ATTENTION, Image, attention, image, layernorm_parts,
+                                      product, rope)
 from planner.model import float32 as f32
 from planner.model.config import Config
 from planner.schedule.arena import STAGING, Layout
