@@ -172,10 +172,10 @@ def _gradients_read_unwritten(plan, launches) -> list[str]:
 
 def test_each_update_writes_every_gradient_before_reading_it(default_plan):
     """AdamW leaves the gradients as they are (the seed clears them): sound
-    while no launch of an update reads a gradient it has not written. The launches that depend on one another
-    clash, so the issue order is their order. Without the output's weight
-    gradient product, the embedding's scatter reads the embedding gradient
-    unwritten."""
+    while no launch of an update reads a gradient it has not written. The
+    launches that depend on one another clash, so the issue order is their
+    order. Without the output's weight gradient product, the embedding's
+    scatter reads the embedding gradient unwritten."""
     update = list(default_plan.submissions[default_plan.notes["submissions"]["update"][0]].launches())
     assert _gradients_read_unwritten(default_plan, update) == []
     first_writer = next(i for i in update if default_plan.launches[i].image.startswith("tiled-cc"))

@@ -15,8 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from planner.kernels.manifest import (ROTARY_IMAGES, STREAMING_ATTENTION, Image, attention, image, layernorm_parts,
-                                      product, rope)
+from planner.kernels.manifest import STREAMING_ATTENTION, Image, attention, image, layernorm_parts, product, rope
 from planner.model import float32 as f32
 from planner.model.config import Config
 from planner.schedule.arena import STAGING, Layout
@@ -224,13 +223,11 @@ def _gelu_scalars(b: Builder, elements: int) -> dict[str, int]:
 
 
 def _attention(b: Builder, family: str) -> Image:
-    """An image of the heads' layouts (the rope, the transposes, the streaming attention)."""
+    """An image of the heads' layouts: a streaming attention image, or a
+    rotary one (qk-rope, inverse-rope-qkv)."""
     s = b.config.shape
-    if family in STREAMING_ATTENTION:
-        return attention(family, s.batch, s.seq, s.heads, s.kv_heads, _half(b.config))
-    if family in ROTARY_IMAGES:
-        return rope(family, s.batch, s.seq, s.heads, s.kv_heads, _half(b.config))
-    return image(family, batch=s.batch, seq=s.seq, heads=s.heads, kv_heads=s.kv_heads, half=_half(b.config))
+    make = attention if family in STREAMING_ATTENTION else rope
+    return make(family, s.batch, s.seq, s.heads, s.kv_heads, _half(b.config))
 
 
 # ---- the phases of the run ----
@@ -544,10 +541,9 @@ def adamw_pieces(lay: Layout) -> list[tuple[int, int]]:
 def adamw(b: Builder, step: int) -> None:
     """cgAdamW, a launch per piece of the bank (`adamw_pieces`), writing the
     half copies beside each update (not clearing the gradients: see
-    `update`). The pieces go
-    in the order the backward pass finishes their gradients (the final gain
-    and shift first, the embedding last), so none is held behind one whose
-    gradients come later."""
+    `update`). The pieces go in the order the backward pass finishes their
+    gradients (the final gain and shift first, the embedding last), so none
+    is held behind one whose gradients come later."""
     lay, c = b.layout, b.constants
     words = f32.adam_words(b.config.learner, step)
     with b.phase(ADAMW):
