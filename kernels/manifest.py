@@ -193,9 +193,13 @@ def _half_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
     return _product_extents(c, s) | {"c": c["m"] * c["n"] * HALF_BYTES}
 
 
+def _gated_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
+    return _half_product_extents(c, s) | {"gated": c["m"] * c["n"] // 2 * HALF_BYTES}
+
+
 _PRODUCT_CONSTANTS = ("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
                       "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "half")
-PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half")
+PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half", "tiled-gated")
 
 _ATTENTION_TILE = 64 * 64 * HALF_BYTES
 _ATTENTION_CONSTANTS = ("batch", "seq", "heads", "kv_heads", "parts", "half")
@@ -340,10 +344,6 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                       "first_moments": c["elements"] * 4, "second_moments": c["elements"] * 4,
                       "halves": c["elements"] * HALF_BYTES},
         constants=("elements", "half"), per_step=("step_size", "epsilon")),
-    Family("gated-gelu-forward", _args(f"gated:w pair:r {_GELU_SCALARS}"), _fixed(256),
-           lambda c, s: (_blocks(s["elements"], 512), 1, 1),
-           lambda c, s: _gelu_extents(c, s, ("gated",), ("pair",)),
-           constants=("half", "ffn")),
     Family("gated-gelu-backward", _args(f"pair_gradient:w gated_gradient:r pair:r {_GELU_SCALARS}"),
            _fixed(256), lambda c, s: (_blocks(s["elements"], 512), 1, 1),
            lambda c, s: _gelu_extents(c, s, ("gated_gradient",), ("pair_gradient", "pair")),
@@ -360,6 +360,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     # gate projections), at half the bytes written and read
     Family("tiled-half", _args("c:w a:r b:r"), _product_block,
            _product_grid, _half_product_extents,
+           registers=255, shared=_product_shared, source="tiled", constants=_PRODUCT_CONSTANTS),
+    # the up and gate projections (a half C) with the gated activation
+    # gelu(gate) up in the epilogue (kernels/tiled.cu, GATED): the activation
+    # takes no launch of its own, nor a reading of C
+    Family("tiled-gated", _args("c:w gated:w a:r b:r sqrt_two_over_pi:f32 cubic:f32 half:f32 one:f32"),
+           _product_block, _product_grid, _gated_product_extents,
            registers=255, shared=_product_shared, source="tiled", constants=_PRODUCT_CONSTANTS),
 ]}
 
@@ -460,7 +466,9 @@ def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
         return ()
     m, n, k, block_k = c["m"], c["n"], c["k"], c["block_k"]
     a = (m, k, 64, block_k) if c["a_layout"] == "c" else (k, m, 64, c["block_m"])
-    b = (n, k, 64, block_k) if c["b_layout"] == "c" else (k, n, 64, c["block_n"])
+    # a gated product brings B's stage as two boxes, the up's rows and the gate's
+    b_rows = c["block_n"] // 2 if img.family == "tiled-gated" else c["block_n"]
+    b = (n, k, 64, block_k) if c["b_layout"] == "c" else (k, n, 64, b_rows)
     return (TensorMapSpec("a", *a), TensorMapSpec("b", *b))
 
 
@@ -543,14 +551,16 @@ SHARED_LIMIT = 99 * 1024
 FILL_BLOCKS = 132
 
 
-def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None) -> bool:
+def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None, gated: bool = False) -> bool:
     """A tile serves a product when it divides C, its K groups take whole
     k-steps of K and its stages fit the shared memory (the seed's
     coppeliusTiledTileServes, with the groups): that of the device the tiles
-    were measured on (`shared_limit_of_tiles`) unless another limit is given."""
+    were measured on (`shared_limit_of_tiles`) unless another limit is given.
+    A gated product's tiles hold whole n-tiles (no K split): its epilogue
+    pairs each up value with its gate."""
     limit = shared_limit_of_tiles() if shared_limit is None else shared_limit
     return (m % t.block_m == 0 and n % t.block_n == 0 and k % (t.block_k * t.k_groups * t.k_blocks) == 0
-            and t.shared() <= limit)
+            and t.shared() <= limit and not (gated and (t.k_groups > 1 or t.k_blocks > 1)))
 
 
 # Without a recorded choice: the seed's four-stage tiles, largest first, are
@@ -558,8 +568,10 @@ def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None
 TILE_PREFERENCE = (0, 4, 5, 2)
 
 
-def product_key(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half_c: bool = False) -> str:
-    return f"{a_layout}{b_layout}-m{m}-n{n}-k{k}" + ("-add" if residual else "") + ("-half" if half_c else "")
+def product_key(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half_c: bool = False,
+                gated: bool = False) -> str:
+    return (f"{a_layout}{b_layout}-m{m}-n{n}-k{k}" + ("-add" if residual else "")
+            + ("-gated" if gated else "-half" if half_c else ""))
 
 
 @cache
@@ -581,14 +593,15 @@ def shared_limit_of_tiles() -> int:
     return _tiles_table().get("shared_limit", SHARED_LIMIT)
 
 
-def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half_c: bool = False) -> int:
+def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half_c: bool = False,
+                gated: bool = False) -> int:
     """The candidate a product takes: its recorded choice where one serves it;
     else the first preferred tile that gives the device a full wave of
     blocks; else the serving tile with the most blocks (then stages)."""
-    serving = [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k)]
+    serving = [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k, gated=gated)]
     if not serving:
         raise ImageError(f"no tile serves the product m={m} n={n} k={k}")
-    recorded = recorded_tiles().get(product_key(a_layout, b_layout, m, n, k, residual, half_c))
+    recorded = recorded_tiles().get(product_key(a_layout, b_layout, m, n, k, residual, half_c, gated))
     if recorded in serving:
         return recorded
     blocks = lambda i: (m // TILE_CANDIDATES[i].block_m) * (n // TILE_CANDIDATES[i].block_n)
@@ -600,21 +613,23 @@ def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
 
 
 def product(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str,
-            half_c: bool = False) -> Image:
+            half_c: bool = False, gated: bool = False) -> Image:
     """C (m x n, binary32, or with half_c in the half format) = A B (+ R):
     A rows (m x k) or columns (k x m), B rows (n x k, i.e. B^T) or columns
-    (k x n); operands in the half format."""
-    tile = choose_tile(a_layout, b_layout, m, n, k, residual, half_c)
-    return tiled_image(a_layout, b_layout, m, n, k, residual, half, tile, half_c)
+    (k x n); operands in the half format. Gated (with half_c): B's rows the
+    up projection's, then the gate's, and the gated activation written too."""
+    tile = choose_tile(a_layout, b_layout, m, n, k, residual, half_c, gated)
+    return tiled_image(a_layout, b_layout, m, n, k, residual, half, tile, half_c, gated)
 
 
 def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str,
-                tile: int, half_c: bool = False) -> Image:
+                tile: int, half_c: bool = False, gated: bool = False) -> Image:
     """The product's image with one candidate tile (the sweep tries each)."""
     assert not (residual and half_c), "a residual is added to a binary32 C"
+    assert not gated or (half_c and b_layout == "r"), "a gated product's C is half, B's rows K-contiguous"
     t = TILE_CANDIDATES[tile]
-    name = "tiled-" + product_key(a_layout, b_layout, m, n, k, residual, half_c)
-    family = "tiled-add" if residual else "tiled-half" if half_c else "tiled"
+    name = "tiled-" + product_key(a_layout, b_layout, m, n, k, residual, half_c, gated)
+    family = "tiled-add" if residual else "tiled-gated" if gated else "tiled-half" if half_c else "tiled"
     return image(family, name, a_layout=a_layout, b_layout=b_layout, m=m, n=n,
                  k=k, residual=int(residual), block_m=t.block_m, block_n=t.block_n, block_k=t.block_k,
                  stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, k_blocks=t.k_blocks,

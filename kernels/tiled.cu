@@ -1,4 +1,5 @@
-// C (M x N, binary32; rounded to the half format in tiled-half) = A B (+ R):
+// C (M x N, binary32; rounded to the half format in tiled-half and tiled-gated,
+// which also writes the gated activation: see GATED) = A B (+ R):
 // half operands, binary32 accumulation on the tensor cores (mma.sync
 // m16n8k16). A block computes a BLOCK_M x BLOCK_N tile of C with WARPS_M x
 // WARPS_N warps; K is walked in steps of BLOCK_K through a
@@ -130,10 +131,47 @@ constexpr int SHARE_TILES = BLOCK_N / 8 / SPLIT;
 static_assert(!SHARED_SUMS || (SHARE_TILES * SPLIT == BLOCK_N / 8 && SHARE_TILES % 2 == 0),
               "each block of the cluster stores whole pairs of n-tiles");
 
+#if defined(IMAGE_FAMILY_TILED_GATED)
+// The up and gate projections as one product, the gated activation in its
+// epilogue: B's rows (C's columns) are the up projection's [0, N / 2), then
+// the gate's. A tile of BLOCK_N columns takes BLOCK_N / 2 of each, the same
+// ones, its columns alternating PAIRED of the up's and PAIRED of the gate's,
+// so that the thread holding an up value holds its gate too (n-tile j's
+// partner is j + PAIRED / 8). PAIRED is that of the path the image takes on
+// the card (the others' code is compiled too, never run): the warpgroups
+// hold a tile's whole width, and their tensor copies bring B's stage as two
+// boxes, the up's rows and the gate's; the warps pair the n-tiles of each 16
+// columns.
+constexpr bool GATED = true;
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr int PAIRED = WGMMA >= 1 ? BLOCK_N / 2 : 8;
+#else
+constexpr int PAIRED = 8;
+#endif
+static_assert(!B_COLUMNS && K_GROUPS == 1 && K_BLOCKS == 1 && N % BLOCK_N == 0,
+              "B's rows K-contiguous, each tile's n-tiles whole (no K split), the up's and gate's tiles alike");
+#else
+constexpr bool GATED = false;
+constexpr int PAIRED = BLOCK_N;
+#endif
+
+// B's row, and C's column, of a tile's row (column) t < BLOCK_N, the tile's
+// first at tile_n: itself, but in the gated product (see above)
+__device__ __forceinline__ int paired(int tile_n, int t) {
+  if constexpr (GATED) return (t / PAIRED) % 2 * (N / 2) + tile_n / 2 + t / (2 * PAIRED) * PAIRED + t % PAIRED;
+  return tile_n + t;
+}
+
+// C's column of a column of the tiles' order (paired keeps a column's place
+// in its 8, so a thread's first column, 2 (lane % 4) on, maps whole)
+__device__ __forceinline__ int paired_column(int column) {
+  return paired(column / BLOCK_N * BLOCK_N, column % BLOCK_N);
+}
+
 // One operand's tile: EXTENT rows (of M or N) by BLOCK_K, stored in global
 // memory with K contiguous (rows of length K) or K strided (rows of length
 // TOTAL, the operand's M or N).
-template <bool K_STRIDED, int EXTENT, int TOTAL>
+template <bool K_STRIDED, int EXTENT, int TOTAL, bool PAIRED_ROWS = false>
 struct Operand {
   static constexpr int HALVES = EXTENT * BLOCK_K;
   static constexpr int CHUNKS = HALVES / 8;
@@ -151,8 +189,9 @@ struct Operand {
     }
   }
 
-  // the tile at rows [row0, row0 + EXTENT), k in [k0, k0 + BLOCK_K), copied
-  // by COPYING threads (thread: the index among them)
+  // the tile at rows [row0, row0 + EXTENT) (paired, with PAIRED_ROWS), k in
+  // [k0, k0 + BLOCK_K), copied by COPYING threads (thread: the index among
+  // them)
   template <int COPYING = GROUP_THREADS>
   __device__ static __forceinline__ void copy(HALF* stage, const HALF* global, int row0, int k0, int thread) {
     static_assert(CHUNKS % COPYING == 0, "the threads copy the tile evenly");
@@ -164,7 +203,8 @@ struct Operand {
         copy_async(stage + place(row, k), global + static_cast<size_t>(k0 + k) * TOTAL + row0 + row);
       } else {
         const int row = chunk / (BLOCK_K / 8), k = (chunk % (BLOCK_K / 8)) * 8;
-        copy_async(stage + place(row, k), global + static_cast<size_t>(row0 + row) * K + k0 + k);
+        const int at = PAIRED_ROWS ? paired(row0, row) : row0 + row;
+        copy_async(stage + place(row, k), global + static_cast<size_t>(at) * K + k0 + k);
       }
     }
   }
@@ -192,23 +232,35 @@ struct Operand {
 };
 
 using OperandA = Operand<A_COLUMNS, BLOCK_M, M>;
-using OperandB = Operand<B_COLUMNS, BLOCK_N, N>;
+using OperandB = Operand<B_COLUMNS, BLOCK_N, N, GATED>;
 constexpr int STAGE_HALVES = OperandA::HALVES + OperandB::HALVES;
 
 #if defined(IMAGE_FAMILY_TILED_ADD)
 static_assert(RESIDUAL == 1, "tiled-add adds its residual");
-#define RESIDUAL_PARAMETER , const float* r
-#define RESIDUAL_ARGUMENT , r
+#define EPILOGUE_PARAMETER , const float* r
+#define EPILOGUE_ARGUMENT , r
+#elif defined(IMAGE_FAMILY_TILED_GATED)
+static_assert(RESIDUAL == 0, "tiled-gated adds no residual");
+// where the gated activation goes ([M][N / 2], the half format) and the
+// GELU's scalars
+struct Gated {
+  HALF* out;
+  float sqrt_two_over_pi, cubic, half, one;
+};
+#define EPILOGUE_PARAMETER , Gated gated
+#define EPILOGUE_ARGUMENT , gated
 #else
 static_assert(RESIDUAL == 0, "tiled adds no residual");
-#define RESIDUAL_PARAMETER
-#define RESIDUAL_ARGUMENT
+#define EPILOGUE_PARAMETER
+#define EPILOGUE_ARGUMENT
 #endif
 
 // C's elements: binary32, or (tiled-half) rounded to the half format
-#if defined(IMAGE_FAMILY_TILED_HALF)
+#if defined(IMAGE_FAMILY_TILED_HALF) || defined(IMAGE_FAMILY_TILED_GATED)
+#define HALF_C 1
 typedef HALF C_ELEMENT;
 #else
+#define HALF_C 0
 typedef float C_ELEMENT;
 #endif
 
@@ -234,7 +286,7 @@ __device__ __forceinline__ void store_pair(float* c, int row, int column, float 
   store_c(reinterpret_cast<float2*>(c + static_cast<size_t>(row) * N + column), make_float2(v0, v1));
 }
 
-#if defined(IMAGE_FAMILY_TILED_HALF)
+#if HALF_C
 // A half C's pair at (row, column) stored, a word of two halves
 __device__ __forceinline__ void store_pair(HALF* c, int row, int column, float v0, float v1) {
   store_c(reinterpret_cast<unsigned*>(c + static_cast<size_t>(row) * N + column), pack_halves(v0, v1));
@@ -251,13 +303,26 @@ __device__ __forceinline__ void store_pair(HALF* c, int row, int column, float v
 // part. (The warps' path, which other cards take, stores words: for sm_86 the
 // certificate's schedule check refused the exchange's machine code, a
 // shuffle's result read on a path it could not rule out.)
+// (Rows of LENGTH halves: C's, or the gated activation's.)
+template <int LENGTH = N>
 __device__ __forceinline__ void store_tile_pair(HALF* c, int row, int column, float a0, float a1, float b0,
                                                 float b1) {
   const unsigned a = pack_halves(a0, a1), b = pack_halves(b0, b1);
   const bool odd = threadIdx.x & 1;  // lane % 4 odd: the n-tile j + 1 half of the row's 16 halves
   const unsigned theirs = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
-  store_c(reinterpret_cast<uint2*>(c + static_cast<size_t>(row) * N + column + (odd ? 6 : 0)),
+  store_c(reinterpret_cast<uint2*>(c + static_cast<size_t>(row) * LENGTH + column + (odd ? 6 : 0)),
           odd ? make_uint2(theirs, b) : make_uint2(a, theirs));
+}
+#endif
+
+#if defined(IMAGE_FAMILY_TILED_GATED)
+// The gated activation of one up and gate sum: gelu(gate) up from both
+// rounded to the half format, as C keeps them, so that the backward, which
+// works gelu out again from C's gate with the same instructions
+// (gelu_tanh), sees the forward's values to the bit
+__device__ __forceinline__ float gated_value(const Gated& g, float up, float gate) {
+  const float u = to_float(to_half(up)), x = to_float(to_half(gate));
+  return gelu(x, gelu_tanh(x, g.sqrt_two_over_pi, g.cubic), g.half, g.one) * u;
 }
 #endif
 
@@ -268,7 +333,7 @@ __device__ __forceinline__ void store_tile_pair(HALF* c, int row, int column, fl
 // it, C and R not being known apart); each element of R is read by the
 // thread that writes C there, so c may be r itself.
 template <typename Pairs>
-__device__ __forceinline__ void finish(C_ELEMENT* c, Pairs pairs RESIDUAL_PARAMETER) {
+__device__ __forceinline__ void finish(C_ELEMENT* c, Pairs pairs EPILOGUE_PARAMETER) {
 #if defined(IMAGE_FAMILY_TILED_ADD)
   pairs([&](float& v0, float& v1, int row, int column) {
     const float2 residual = *reinterpret_cast<const float2*>(r + static_cast<size_t>(row) * N + column);
@@ -447,14 +512,30 @@ __device__ __forceinline__ void multiply_stage(float (&d)[BLOCK_N / 2], const HA
 // n-tile j: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
 template <int CHUNK = BLOCK_N / 8, int D_TILES = BLOCK_N / 8>
 __device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[4 * D_TILES], int row0, int column0
-                                                RESIDUAL_PARAMETER) {
-#if defined(IMAGE_FAMILY_TILED_HALF)
+                                                EPILOGUE_PARAMETER) {
+#if HALF_C
 #pragma unroll
   for (int j = 0; j < D_TILES; j += 2)
 #pragma unroll
     for (int half_row = 0; half_row < 2; ++half_row)
-      store_tile_pair(c, row0 + 8 * half_row, column0 + 8 * j, d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1],
-                      d[4 * j + 4 + 2 * half_row], d[4 * j + 5 + 2 * half_row]);
+      store_tile_pair(c, row0 + 8 * half_row, paired_column(column0 + 8 * j), d[4 * j + 2 * half_row],
+                      d[4 * j + 2 * half_row + 1], d[4 * j + 4 + 2 * half_row], d[4 * j + 5 + 2 * half_row]);
+#if defined(IMAGE_FAMILY_TILED_GATED)
+  // the up's n-tiles j, j + 1 beside their gates PAIRED / 8 n-tiles on
+  static_assert(D_TILES == BLOCK_N / 8, "the whole tile, its up and gate halves");
+  // (each activation in its up's place: C is stored, and fewer registers live)
+  constexpr int G = PAIRED / 8;
+#pragma unroll
+  for (int e = 0; e < 4 * G; ++e) d[e] = gated_value(gated, d[e], d[e + 4 * G]);
+#pragma unroll
+  for (int j = 0; j < G; j += 2)
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
+      const int e = 4 * j + 2 * half_row;
+      store_tile_pair<N / 2>(gated.out, row0 + 8 * half_row, paired_column(column0 + 8 * j), d[e], d[e + 1], d[e + 4],
+                             d[e + 5]);
+    }
+#endif
 #else
 #pragma unroll
   for (int j0 = 0; j0 < D_TILES; j0 += CHUNK) {
@@ -464,7 +545,7 @@ __device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[4 * D_T
 #pragma unroll
         for (int half_row = 0; half_row < 2; ++half_row)
           visit(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1], row0 + 8 * half_row, column0 + 8 * j);
-    } RESIDUAL_ARGUMENT);
+    } EPILOGUE_ARGUMENT);
   }
 #endif
 }
@@ -473,7 +554,7 @@ __device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[4 * D_T
 // barrier and copies are issued: a stage is refilled only two steps after it
 // was read (wgmma.wait_group 1 leaves the latest products in flight), so the
 // copies run STAGES - 2 steps ahead.
-__device__ __forceinline__ void product_async(C_ELEMENT* c, const HALF* a, const HALF* b RESIDUAL_PARAMETER) {
+__device__ __forceinline__ void product_async(C_ELEMENT* c, const HALF* a, const HALF* b EPILOGUE_PARAMETER) {
   static_assert(BLOCK_M % 64 == 0 && GROUP_THREADS == BLOCK_M * 2, "a warpgroup per 64 rows of each K group");
   static_assert(STAGES >= 3, "a stage in flight, one being read and one being filled");
   extern __shared__ __align__(1024) HALF shared[];
@@ -520,7 +601,7 @@ __device__ __forceinline__ void product_async(C_ELEMENT* c, const HALF* a, const
     if (!meet_k_blocks(d, thread)) return;
   }
 
-  store_warpgroup(c, d, row0, column0 RESIDUAL_ARGUMENT);
+  store_warpgroup(c, d, row0, column0 EPILOGUE_ARGUMENT);
 }
 
 #endif
@@ -546,7 +627,23 @@ __device__ __forceinline__ void multiply_stage_warps(float (&accumulator)[TILES_
 // The epilogue of a warp's accumulator (its thread's first row and column);
 // its elements: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
 __device__ __forceinline__ void store_warps(C_ELEMENT* c, float (&accumulator)[TILES_M][TILES_N][4], int row0,
-                                           int column0 RESIDUAL_PARAMETER) {
+                                           int column0 EPILOGUE_PARAMETER) {
+#if defined(IMAGE_FAMILY_TILED_GATED)
+  // each even n-tile the up's, the next its gate's (PAIRED 8)
+#pragma unroll
+  for (int i = 0; i < TILES_M; ++i)
+#pragma unroll
+    for (int j = 0; j < TILES_N; j += 2)
+#pragma unroll
+      for (int half_row = 0; half_row < 2; ++half_row) {
+        const float(&u)[4] = accumulator[i][j], (&x)[4] = accumulator[i][j + 1];
+        const int row = row0 + 16 * i + 8 * half_row, column = paired_column(column0 + 8 * j), e = 2 * half_row;
+        store_pair(c, row, column, u[e], u[e + 1]);
+        store_pair(c, row, column + N / 2, x[e], x[e + 1]);
+        store_c(reinterpret_cast<unsigned*>(gated.out + static_cast<size_t>(row) * (N / 2) + column),
+                pack_halves(gated_value(gated, u[e], x[e]), gated_value(gated, u[e + 1], x[e + 1])));
+      }
+#else
   finish(c, [&](auto visit) {
 #pragma unroll
     for (int i = 0; i < TILES_M; ++i)
@@ -556,11 +653,12 @@ __device__ __forceinline__ void store_warps(C_ELEMENT* c, float (&accumulator)[T
         for (int half_row = 0; half_row < 2; ++half_row)
           visit(accumulator[i][j][2 * half_row], accumulator[i][j][2 * half_row + 1], row0 + 16 * i + 8 * half_row,
                 column0 + 8 * j);
-  } RESIDUAL_ARGUMENT);
+  } EPILOGUE_ARGUMENT);
+#endif
 }
 
 // The warps' path (mma.sync), on every card.
-__device__ __forceinline__ void product_sync(C_ELEMENT* c, const HALF* a, const HALF* b RESIDUAL_PARAMETER) {
+__device__ __forceinline__ void product_sync(C_ELEMENT* c, const HALF* a, const HALF* b EPILOGUE_PARAMETER) {
   extern __shared__ __align__(1024) HALF shared[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int group = warp / (WARPS_M * WARPS_N), group_warp = warp % (WARPS_M * WARPS_N);
@@ -603,7 +701,7 @@ __device__ __forceinline__ void product_sync(C_ELEMENT* c, const HALF* a, const 
     if (!meet_k_blocks(reinterpret_cast<float(&)[TILES_M * TILES_N * 4]>(accumulator), thread)) return;
   }
 #endif
-  store_warps(c, accumulator, block_m + warp_m + (lane >> 2), block_n + warp_n + 2 * (lane & 3) RESIDUAL_ARGUMENT);
+  store_warps(c, accumulator, block_m + warp_m + (lane >> 2), block_n + warp_n + 2 * (lane & 3) EPILOGUE_ARGUMENT);
 }
 
 // The copying warpgroup's walk: fill(stage, its full mbarrier, block_m,
@@ -672,7 +770,7 @@ __device__ __forceinline__ void multiply_step(float (&d)[BLOCK_N / 2], unsigned 
 // is read once its copies have landed and released once the products that
 // read it are done (the latest products stay in flight meanwhile).
 __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long* full, unsigned long long* empty
-                                               RESIDUAL_PARAMETER) {
+                                               EPILOGUE_PARAMETER) {
   const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   int it = 0;
   for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
@@ -703,7 +801,7 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
       float share[4 * SHARE_TILES];
       add_cluster_shares(d, share, threadIdx.x);
       store_warpgroup<SHARE_TILES, SHARE_TILES>(c, share, row0, column0 + 8 * SHARE_TILES * blockIdx.z
-                                                RESIDUAL_ARGUMENT);
+                                                EPILOGUE_ARGUMENT);
       return;
     }
 #if defined(IMAGE_FAMILY_TILED_ADD)
@@ -717,7 +815,7 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
         store_pair(c, row0 + 8 * half_row, column0 + 8 * j, v0, v1);
       }
 #else
-    store_warpgroup(c, d, row0, column0);
+    store_warpgroup(c, d, row0, column0 EPILOGUE_ARGUMENT);
 #endif
   }
 }
@@ -728,7 +826,7 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
 // and 3): a stage's mbarrier phase then never runs more than one ahead of
 // its waiter, which is all a parity can tell apart.
 __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigned long long* full,
-                                                           unsigned long long* empty RESIDUAL_PARAMETER) {
+                                                           unsigned long long* empty EPILOGUE_PARAMETER) {
   extern __shared__ __align__(1024) HALF shared[];
   const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   constexpr int HALVES = BLOCK_M / 64;
@@ -757,7 +855,7 @@ __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigne
 #pragma unroll
     for (int h = 0; h < HALVES; ++h)
       store_warpgroup<RESIDUAL ? 1 : BLOCK_N / 8>(c, d[h], block_m + h * 64 + warp * 16 + (lane >> 2),
-                                                               block_n + 2 * (lane & 3) RESIDUAL_ARGUMENT);
+                                                               block_n + 2 * (lane & 3) EPILOGUE_ARGUMENT);
   }
 }
 // WGMMA 2 with K groups: each multiplying warpgroup multiplies all 64 rows
@@ -769,7 +867,7 @@ __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigne
 // order every run) and stores the tile; the second writes the next tile's
 // sums only once the first has read these (named barrier 3).
 __device__ __forceinline__ void multiply_tiles_in_turns(C_ELEMENT* c, unsigned long long* full,
-                                                        unsigned long long* empty RESIDUAL_PARAMETER) {
+                                                        unsigned long long* empty EPILOGUE_PARAMETER) {
   static_assert(!IN_TURNS || (K_GROUPS == 2 && STAGES % 2 == 0 && TILE_STEPS % 2 == 0 && BLOCK_M == 64),
                 "two warpgroups over a tile of 64 rows, each stage read by one of them");
   float4* const theirs = reinterpret_cast<float4*>(empty + STAGES);  // n-tile-major, then thread
@@ -797,14 +895,14 @@ __device__ __forceinline__ void multiply_tiles_in_turns(C_ELEMENT* c, unsigned l
     for (int j = 0; j < BLOCK_N / 8; ++j) add_quad(&d[4 * j], theirs[j * WARPGROUP_THREADS + thread]);
     if (tile + gridDim.x < TILES) asm volatile("bar.arrive 3, 256;" ::: "memory");
     store_warpgroup<RESIDUAL ? 1 : BLOCK_N / 8>(c, d, block_m + warp * 16 + (lane >> 2), block_n + 2 * (lane & 3)
-                                                RESIDUAL_ARGUMENT);
+                                                EPILOGUE_ARGUMENT);
   }
 }
 #else
 // The multiplying warps' walk (mma.sync): a warp releases a stage once its
 // fragment loads from it are done.
 __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long* full, unsigned long long* empty
-                                               RESIDUAL_PARAMETER) {
+                                               EPILOGUE_PARAMETER) {
   extern __shared__ __align__(1024) HALF shared[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int warp_m = (warp / WARPS_N) * WARP_M, warp_n = (warp % WARPS_N) * WARP_N;
@@ -821,14 +919,14 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
       if (lane == 0) barrier_arrive(&empty[s]);
     }
     store_warps(c, accumulator, block_m + warp_m + (lane >> 2), block_n + warp_n + 2 * (lane & 3)
-                RESIDUAL_ARGUMENT);
+                EPILOGUE_ARGUMENT);
   }
 }
 #endif
 
 // WGMMA 2 and 3's block: its mbarriers follow the ring in shared memory.
 __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a, const HALF* b, const TensorMap* map_a,
-                                                    const TensorMap* map_b RESIDUAL_PARAMETER) {
+                                                    const TensorMap* map_b EPILOGUE_PARAMETER) {
   static_assert(WGMMA < 2 || GROUP_THREADS == BLOCK_M * 2, "a warpgroup per 64 rows");
   static_assert(!SHARED_SUMS || BLOCK_M * BLOCK_N * 4 <= STAGES * STAGE_HALVES * 2,
                 "the cluster's sums go where the ring was (its mbarriers follow it)");
@@ -857,7 +955,13 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
                        "r"(STAGE_HALVES * 2)
                        : "memory");
           tensor_copy<A_COLUMNS, BLOCK_M>(stage, map_a, block_m, k0, full_stage);
-          tensor_copy<B_COLUMNS, BLOCK_N>(stage + OperandA::HALVES, map_b, block_n, k0, full_stage);
+          if constexpr (GATED) {  // the up's rows, then the gate's (a box of BLOCK_N / 2 rows each)
+            tensor_copy<false, BLOCK_N / 2>(stage + OperandA::HALVES, map_b, paired(block_n, 0), k0, full_stage);
+            tensor_copy<false, BLOCK_N / 2>(stage + OperandA::HALVES + BLOCK_N / 2 * BLOCK_K, map_b,
+                                            paired(block_n, PAIRED), k0, full_stage);
+          } else {
+            tensor_copy<B_COLUMNS, BLOCK_N>(stage + OperandA::HALVES, map_b, block_n, k0, full_stage);
+          }
         });
       }
       if constexpr (SHARED_SUMS) {  // the multiplying warpgroups' two cluster barriers (add_cluster_shares)
@@ -879,18 +983,18 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
   } else {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (ALTERNATING) {
-      multiply_tiles_alternating(c, full, empty RESIDUAL_ARGUMENT);
+      multiply_tiles_alternating(c, full, empty EPILOGUE_ARGUMENT);
       return;
     }
     if constexpr (IN_TURNS) {
-      multiply_tiles_in_turns(c, full, empty RESIDUAL_ARGUMENT);
+      multiply_tiles_in_turns(c, full, empty EPILOGUE_ARGUMENT);
       return;
     }
 #endif
     if constexpr (K_GROUPS > 1) {
       if (threadIdx.x >= GROUP_THREADS) return;  // other cards: the first K group takes every step
     }
-    multiply_tiles(c, full, empty RESIDUAL_ARGUMENT);
+    multiply_tiles(c, full, empty EPILOGUE_ARGUMENT);
   }
 }
 #if __CUDA_ARCH__ >= 900 && IMAGE_K_BLOCKS > 1
@@ -901,6 +1005,11 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
 #if defined(IMAGE_FAMILY_TILED_ADD)
 extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
 image(C_ELEMENT* c, const HALF* __restrict__ a, const HALF* __restrict__ b, const float* r TENSOR_MAP_PARAMETERS) {
+#elif defined(IMAGE_FAMILY_TILED_GATED)
+extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
+image(C_ELEMENT* __restrict__ c, HALF* __restrict__ gated_out, const HALF* __restrict__ a, const HALF* __restrict__ b,
+      float sqrt_two_over_pi, float cubic, float half, float one TENSOR_MAP_PARAMETERS) {
+  const Gated gated{gated_out, sqrt_two_over_pi, cubic, half, one};
 #else
 extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
 image(C_ELEMENT* __restrict__ c, const HALF* __restrict__ a, const HALF* __restrict__ b TENSOR_MAP_PARAMETERS) {
@@ -910,14 +1019,14 @@ image(C_ELEMENT* __restrict__ c, const HALF* __restrict__ a, const HALF* __restr
     if (blockIdx.z > 0) return;  // no clusters: the first block takes the whole of K
   }
   if constexpr (WGMMA >= 2) {
-    product_specialized(c, a, b TENSOR_MAP_ARGUMENTS RESIDUAL_ARGUMENT);
+    product_specialized(c, a, b TENSOR_MAP_ARGUMENTS EPILOGUE_ARGUMENT);
     return;
   }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (WGMMA == 1) {
-    product_async(c, a, b RESIDUAL_ARGUMENT);
+    product_async(c, a, b EPILOGUE_ARGUMENT);
     return;
   }
 #endif
-  product_sync(c, a, b RESIDUAL_ARGUMENT);
+  product_sync(c, a, b EPILOGUE_ARGUMENT);
 }

@@ -10,7 +10,8 @@ serve (sm_86, sm_90), or whose machine code the certificate's schedule check
 refuses there, is timed but never chosen. Each candidate is checked before
 it is timed: fresh random operands (never zeros), C poisoned with NaN, the
 relative error against a float64 product on the GPU must be under 1e-4 (1e-3
-for a C in the half format). A time is one launch's share of a graph of
+for a C in the half format; a gated product's activation, against the
+activation of its own C, too). A time is one launch's share of a graph of
 REPEATS launches back to back (the plan's own gaps); the anchors are
 torch.matmul with half output timed the same way (a captured CUDA graph),
 and cuBLAS making what the product makes: C in binary32 where the product's
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -52,12 +54,14 @@ REPEATS = 20
 # multiprocessors free together), which a near tie alone does not tell.
 MARGIN = 1.05
 BOUNDS = {False: 1e-4, True: 1e-3}  # binary32 C, half C (one rounding)
+# a gated product's GELU scalars (the plan passes the configuration's)
+GELU = {"sqrt_two_over_pi": math.sqrt(2 / math.pi), "cubic": 0.044715, "half": 0.5, "one": 1.0}
 ANY_SHARED = max(t.shared() for t in TILE_CANDIDATES)
 DTYPES = {"binary16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 def shapes(batches: list[int]) -> dict[str, tuple]:
-    """key -> (a layout, b layout, m, n, k, residual, half, half C) of every product the plans launch."""
+    """key -> (a layout, b layout, m, n, k, residual, half, half C, gated) of every product the plans launch."""
     out = {}
     for batch in batches:
         plan = build_plan(replace(DEFAULT, shape=replace(DEFAULT.shape, batch=batch)))
@@ -65,18 +69,18 @@ def shapes(batches: list[int]) -> dict[str, tuple]:
             if img.family in PRODUCT_FAMILIES:
                 c = img.constant_map
                 shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"],
-                         img.family == "tiled-half")
-                out[product_key(*shape[:6], half_c=shape[7])] = shape
+                         img.family in ("tiled-half", "tiled-gated"), img.family == "tiled-gated")
+                out[product_key(*shape[:6], half_c=shape[7], gated=shape[8])] = shape
     return out
 
 
 def candidates(shape: tuple, shared_limit: int) -> list[int]:
     m, n, k = shape[2:5]
-    return [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k, shared_limit)]
+    return [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k, shared_limit, gated=shape[8])]
 
 
 def _image(shape: tuple, tile: int):
-    return tiled_image(*shape[:7], tile, half_c=shape[7])
+    return tiled_image(*shape[:7], tile, half_c=shape[7], gated=shape[8])
 
 
 def _compile(job: tuple) -> None:
@@ -127,7 +131,7 @@ def same_result(left, right, r, half_c: bool):
     return lambda: torch.mm(left, right, out_dtype=torch.float32)
 
 
-def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, half_c) -> dict:
+def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, half_c, gated) -> dict:
     """Every tile that serves the product within the device's shared memory, timed."""
     dtype = DTYPES[half]
     a = torch.randn((k, m) if a_layout == "c" else (m, k), device="cuda").to(dtype)
@@ -142,19 +146,25 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, half_c) -> di
     if not error < BOUNDS[half_c]:
         raise SystemExit(f"cuBLAS's {a_layout}{b_layout} {m}x{n}x{k}: relative error {error:.2e}")
     row["same_us"] = torch_graph_us(same, REPEATS)
-    shape = (a_layout, b_layout, m, n, k, residual, half, half_c)
+    shape = (a_layout, b_layout, m, n, k, residual, half, half_c, gated)
     for tile in candidates(shape, device.shared_limit):
         img = _image(shape, tile)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype if half_c else torch.float32)
-        pointers = {"c": c.data_ptr(), "a": a.data_ptr(), "b": b.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
+        activation = torch.full((m, n // 2), float("nan"), device="cuda", dtype=dtype)
+        pointers = ({"c": c.data_ptr(), "a": a.data_ptr(), "b": b.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
+                    | ({"gated": activation.data_ptr()} if gated else {}))
         cubin = compile_image(img, device.arch)
-        block = launch_parameters(img, img.parameter_block(pointers, {}), cubin)
+        block = launch_parameters(img, img.parameter_block(pointers, img.words(GELU) if gated else {}), cubin)
         kernel = driver.load_kernel(cubin, img.shared_bytes)
         try:
             grid = img.grid({})
             driver.launch(kernel, grid, img.block, img.shared_bytes, block)
             driver.synchronize()
             error = float(torch.linalg.norm(c.double() - expected) / torch.linalg.norm(expected))
+            if gated:  # the activation of the product's own rounded up and gate
+                up, gate = c[:, : n // 2].double(), c[:, n // 2:].double()
+                want = torch.nn.functional.gelu(gate, approximate="tanh") * up
+                error = max(error, float(torch.linalg.norm(activation.double() - want) / torch.linalg.norm(want)))
             us = driver.seconds_per_launch(kernel, grid, img.block, img.shared_bytes, block, REPEATS) * 1e6
         finally:
             driver.unload_kernel(kernel)

@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 tile_sweep = pytest.importorskip("tile_sweep")
 
-KEY = "rr-m1024-n2816-k512-half"
+KEY = "rr-m1024-n1536-k512-half"
 TABLE = Path(__file__).resolve().parents[1] / "kernels" / "tiles.json"
 
 

@@ -326,11 +326,6 @@ def _gelu_terms(c, x, s):
     return up, gate, th, k, cubic
 
 
-def _gated_gelu_forward(c, x, s):
-    up, gate, th, _, _ = _gelu_terms(c, x, s)
-    return {"gated": 0.5 * gate * (1.0 + th) * up}
-
-
 def _gated_gelu_backward(c, x, s):
     n = s["elements"]
     up, gate, th, k, cubic = _gelu_terms(c, x, s)
@@ -353,6 +348,15 @@ def _tiled(c, x, s):
     if c["residual"]:
         out += _f64(x["r"]).reshape(m, n)
     return {"c": out.reshape(-1)}
+
+
+def _tiled_gated(c, x, s):
+    """The up and gate projections (B's rows the up's, then the gate's) and
+    the gated activation from them as C rounds them to the half format."""
+    out, ffn = _tiled(c, x, s)["c"], c["n"] // 2
+    up, gate, th, _, _ = _gelu_terms({"ffn": ffn, "half": c["half"]}, {"pair": float_to_half(out, c["half"])},
+                                     s | {"elements": c["m"] * ffn})
+    return {"c": out, "gated": 0.5 * gate * (1.0 + th) * up}
 
 
 _PRODUCT = {"c": F32, "a": HALF, "b": HALF}
@@ -393,12 +397,12 @@ REFERENCES: dict[str, Reference] = {
     "embedding-scatter": Reference({"gradient": F32, "dy": F32, "ids": I32}, _embedding_scatter),
     "adamw": Reference({"parameters": F32, "gradients": F32, "first_moments": F32, "second_moments": F32,
                         "halves": HALF}, _adamw),
-    "gated-gelu-forward": Reference({"gated": HALF, "pair": HALF}, _gated_gelu_forward),
     "gated-gelu-backward": Reference({"pair_gradient": HALF, "gated_gradient": HALF, "pair": HALF},
                                      _gated_gelu_backward),
     "tiled": Reference(_PRODUCT, _tiled),
     "tiled-add": Reference(_PRODUCT | {"r": F32}, _tiled),
     "tiled-half": Reference(_PRODUCT | {"c": HALF}, _tiled),
+    "tiled-gated": Reference(_PRODUCT | {"c": HALF, "gated": HALF}, _tiled_gated),
 }
 
 

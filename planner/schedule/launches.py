@@ -351,11 +351,12 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
         layer_norm(b, sv("norm2-half"), sv("projection"), p("norm2-gain"), p("norm2-shift"), sv("norm2-statistics"))
         # the up and gate projections as one product over N = 2 F (each bank
         # holds a layer's up and gate entries side by side), each row of it
-        # the up projection's row, then the gate projection's
+        # the up projection's row, then the gate projection's, kept for the
+        # backward; its epilogue writes the gated activation gelu(gate) up
         lay.adjacent(f"layer{l}.up", f"layer{l}.gate")
-        tiled(b, "r", "r", T, 2 * F, W, sv("up-gate"), sv("norm2-half"), h("up"), half_c=True)
-        b.launch(image("gated-gelu-forward", half=_half(b.config), ffn=F),
-                 {"gated": sv("gated-half"), "pair": sv("up-gate")}, **_gelu_scalars(b, T * F))
+        b.launch(product("r", "r", T, 2 * F, W, False, _half(b.config), half_c=True, gated=True),
+                 {"c": sv("up-gate"), "gated": sv("gated-half"), "a": sv("norm2-half"), "b": h("up")},
+                 sqrt_two_over_pi=c.sqrt_two_over_pi, cubic=c.gelu_cubic, half=c.half, one=c.one)
         tiled(b, "r", "r", T, W, F, out, sv("gated-half"), h("down"), residual=sv("projection"))
 
 
