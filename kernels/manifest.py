@@ -200,6 +200,10 @@ def _gated_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
 _PRODUCT_CONSTANTS = ("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
                       "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "half")
 PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half", "tiled-gated")
+# what a product writes (its family, its key's suffix): C in binary32 (with R
+# added where it has one), C in the half format, or the up and gate
+# projections in the half format with the gated activation
+PRODUCT_OUTPUTS = {"binary32": ("tiled", ""), "half": ("tiled-half", "-half"), "gated": ("tiled-gated", "-gated")}
 
 _ATTENTION_TILE = 64 * 64 * HALF_BYTES
 _ATTENTION_CONSTANTS = ("batch", "seq", "heads", "kv_heads", "parts", "half")
@@ -551,7 +555,7 @@ SHARED_LIMIT = 99 * 1024
 FILL_BLOCKS = 132
 
 
-def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None, gated: bool = False) -> bool:
+def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None, output: str = "binary32") -> bool:
     """A tile serves a product when it divides C, its K groups take whole
     k-steps of K and its stages fit the shared memory (the seed's
     coppeliusTiledTileServes, with the groups): that of the device the tiles
@@ -560,7 +564,7 @@ def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None
     pairs each up value with its gate."""
     limit = shared_limit_of_tiles() if shared_limit is None else shared_limit
     return (m % t.block_m == 0 and n % t.block_n == 0 and k % (t.block_k * t.k_groups * t.k_blocks) == 0
-            and t.shared() <= limit and not (gated and (t.k_groups > 1 or t.k_blocks > 1)))
+            and t.shared() <= limit and not (output == "gated" and (t.k_groups > 1 or t.k_blocks > 1)))
 
 
 # Without a recorded choice: the seed's four-stage tiles, largest first, are
@@ -568,10 +572,9 @@ def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None
 TILE_PREFERENCE = (0, 4, 5, 2)
 
 
-def product_key(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half_c: bool = False,
-                gated: bool = False) -> str:
-    return (f"{a_layout}{b_layout}-m{m}-n{n}-k{k}" + ("-add" if residual else "")
-            + ("-gated" if gated else "-half" if half_c else ""))
+def product_key(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool,
+                output: str = "binary32") -> str:
+    return f"{a_layout}{b_layout}-m{m}-n{n}-k{k}" + ("-add" if residual else "") + PRODUCT_OUTPUTS[output][1]
 
 
 @cache
@@ -593,15 +596,15 @@ def shared_limit_of_tiles() -> int:
     return _tiles_table().get("shared_limit", SHARED_LIMIT)
 
 
-def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half_c: bool = False,
-                gated: bool = False) -> int:
+def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool,
+                output: str = "binary32") -> int:
     """The candidate a product takes: its recorded choice where one serves it;
     else the first preferred tile that gives the device a full wave of
     blocks; else the serving tile with the most blocks (then stages)."""
-    serving = [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k, gated=gated)]
+    serving = [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k, output=output)]
     if not serving:
         raise ImageError(f"no tile serves the product m={m} n={n} k={k}")
-    recorded = recorded_tiles().get(product_key(a_layout, b_layout, m, n, k, residual, half_c, gated))
+    recorded = recorded_tiles().get(product_key(a_layout, b_layout, m, n, k, residual, output))
     if recorded in serving:
         return recorded
     blocks = lambda i: (m // TILE_CANDIDATES[i].block_m) * (n // TILE_CANDIDATES[i].block_n)
@@ -613,23 +616,23 @@ def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
 
 
 def product(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str,
-            half_c: bool = False, gated: bool = False) -> Image:
-    """C (m x n, binary32, or with half_c in the half format) = A B (+ R):
-    A rows (m x k) or columns (k x m), B rows (n x k, i.e. B^T) or columns
-    (k x n); operands in the half format. Gated (with half_c): B's rows the
-    up projection's, then the gate's, and the gated activation written too."""
-    tile = choose_tile(a_layout, b_layout, m, n, k, residual, half_c, gated)
-    return tiled_image(a_layout, b_layout, m, n, k, residual, half, tile, half_c, gated)
+            output: str = "binary32") -> Image:
+    """C (m x n) = A B (+ R): A rows (m x k) or columns (k x m), B rows (n x
+    k, i.e. B^T) or columns (k x n); operands in the half format; C written
+    as `output` says (PRODUCT_OUTPUTS): gated, B's rows are the up
+    projection's, then the gate's."""
+    tile = choose_tile(a_layout, b_layout, m, n, k, residual, output)
+    return tiled_image(a_layout, b_layout, m, n, k, residual, half, tile, output)
 
 
 def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str,
-                tile: int, half_c: bool = False, gated: bool = False) -> Image:
+                tile: int, output: str = "binary32") -> Image:
     """The product's image with one candidate tile (the sweep tries each)."""
-    assert not (residual and half_c), "a residual is added to a binary32 C"
-    assert not gated or (half_c and b_layout == "r"), "a gated product's C is half, B's rows K-contiguous"
+    assert not (residual and output != "binary32"), "a residual is added to a binary32 C"
+    assert output != "gated" or b_layout == "r", "a gated product's B rows are K-contiguous"
     t = TILE_CANDIDATES[tile]
-    name = "tiled-" + product_key(a_layout, b_layout, m, n, k, residual, half_c, gated)
-    family = "tiled-add" if residual else "tiled-gated" if gated else "tiled-half" if half_c else "tiled"
+    name = "tiled-" + product_key(a_layout, b_layout, m, n, k, residual, output)
+    family = "tiled-add" if residual else PRODUCT_OUTPUTS[output][0]
     return image(family, name, a_layout=a_layout, b_layout=b_layout, m=m, n=n,
                  k=k, residual=int(residual), block_m=t.block_m, block_n=t.block_n, block_k=t.block_k,
                  stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, k_blocks=t.k_blocks,

@@ -39,7 +39,8 @@ import torch
 
 from planner.bench import torch_graph_us
 from planner.certify.sass import check_cubin
-from planner.kernels.manifest import ARCHS, PRODUCT_FAMILIES, TILE_CANDIDATES, product_key, tile_serves, tiled_image
+from planner.kernels.manifest import (ARCHS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES, product_key,
+                                      tile_serves, tiled_image)
 from planner.model.config import DEFAULT
 from planner.runtime import driver
 from planner.runtime.cubin_info import kernel_info
@@ -53,34 +54,39 @@ REPEATS = 20
 # other launches can differ from its cost alone (one of clusters waits for
 # multiprocessors free together), which a near tie alone does not tell.
 MARGIN = 1.05
-BOUNDS = {False: 1e-4, True: 1e-3}  # binary32 C, half C (one rounding)
-# a gated product's GELU scalars (the plan passes the configuration's)
+# the GELU's scalars of the gated product (the plan passes the configuration's)
 GELU = {"sqrt_two_over_pi": math.sqrt(2 / math.pi), "cubic": 0.044715, "half": 0.5, "one": 1.0}
 ANY_SHARED = max(t.shared() for t in TILE_CANDIDATES)
 DTYPES = {"binary16": torch.float16, "bfloat16": torch.bfloat16}
 
 
+def bound(output: str) -> float:
+    """A binary32 C's relative error, or one rounded to the half format."""
+    return 1e-4 if output == "binary32" else 1e-3
+
+
 def shapes(batches: list[int]) -> dict[str, tuple]:
-    """key -> (a layout, b layout, m, n, k, residual, half, half C, gated) of every product the plans launch."""
+    """key -> (a layout, b layout, m, n, k, residual, half, output) of every product the plans launch."""
     out = {}
     for batch in batches:
         plan = build_plan(replace(DEFAULT, shape=replace(DEFAULT.shape, batch=batch)))
         for img in plan.image.values():
             if img.family in PRODUCT_FAMILIES:
                 c = img.constant_map
-                shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"],
-                         img.family in ("tiled-half", "tiled-gated"), img.family == "tiled-gated")
-                out[product_key(*shape[:6], half_c=shape[7], gated=shape[8])] = shape
+                output = next(o for o, (family, _) in PRODUCT_OUTPUTS.items() if family == img.family
+                              or img.family == "tiled-add" and o == "binary32")
+                shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"], output)
+                out[product_key(*shape[:6], output)] = shape
     return out
 
 
 def candidates(shape: tuple, shared_limit: int) -> list[int]:
     m, n, k = shape[2:5]
-    return [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k, shared_limit, gated=shape[8])]
+    return [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k, shared_limit, shape[7])]
 
 
 def _image(shape: tuple, tile: int):
-    return tiled_image(*shape[:7], tile, half_c=shape[7], gated=shape[8])
+    return tiled_image(*shape[:7], tile, shape[7])
 
 
 def _compile(job: tuple) -> None:
@@ -110,28 +116,32 @@ def choose(shape: tuple, row: dict, recorded: int | None = None) -> int:
     still one such, unless the fastest beats it by more than MARGIN."""
     def fit(tile: str) -> bool:
         img = _image(shape, int(tile))
-        return row["tiles"][tile]["error"] < BOUNDS[shape[7]] and all(admitted(compile_image(img, arch), arch)
-                                                                      for arch in ARCHS)
+        return row["tiles"][tile]["error"] < bound(shape[7]) and all(admitted(compile_image(img, arch), arch)
+                                                                     for arch in ARCHS)
     fastest = next((tile for tile in sorted(row["tiles"], key=lambda i: row["tiles"][i]["us"]) if fit(tile)), None)
     if fastest is None:
-        raise SystemExit(f"no tile computes {shape} within {BOUNDS[shape[7]]} with an admitted image")
+        raise SystemExit(f"no tile computes {shape} within {bound(shape[7])} with an admitted image")
     kept = str(recorded)
     if kept in row["tiles"] and fit(kept) and row["tiles"][kept]["us"] <= MARGIN * row["tiles"][fastest]["us"]:
         return recorded
     return int(fastest)
 
 
-def same_result(left, right, r, half_c: bool):
-    """cuBLAS making what the product makes: a half C, or a binary32 C
-    (with R added where the product adds it)."""
-    if half_c:
+def same_result(left, right, r, output: str):
+    """cuBLAS making what the product makes: a half C (the gated product's
+    too), or a binary32 C (with R added where the product adds it)."""
+    if output != "binary32":
         return lambda: torch.matmul(left, right)
     if r is not None:
         return lambda: torch.addmm(r, left, right, out_dtype=torch.float32)
     return lambda: torch.mm(left, right, out_dtype=torch.float32)
 
 
-def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, half_c, gated) -> dict:
+def _error(got, want) -> float:
+    return float(torch.linalg.norm(got.double() - want) / torch.linalg.norm(want))
+
+
+def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output) -> dict:
     """Every tile that serves the product within the device's shared memory, timed."""
     dtype = DTYPES[half]
     a = torch.randn((k, m) if a_layout == "c" else (m, k), device="cuda").to(dtype)
@@ -141,35 +151,35 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, half_c, gated
     right = b if b_layout == "c" else b.t()           # k x n
     expected = left.double() @ right.double() + (r.double() if residual else 0)
     row = {"torch_us": torch_graph_us(lambda: torch.matmul(left, right), REPEATS), "tiles": {}}
-    same = same_result(left, right, r, half_c)
-    error = float(torch.linalg.norm(same().double() - expected) / torch.linalg.norm(expected))
-    if not error < BOUNDS[half_c]:
+    same = same_result(left, right, r, output)
+    error = _error(same(), expected)
+    if not error < bound(output):
         raise SystemExit(f"cuBLAS's {a_layout}{b_layout} {m}x{n}x{k}: relative error {error:.2e}")
     row["same_us"] = torch_graph_us(same, REPEATS)
-    shape = (a_layout, b_layout, m, n, k, residual, half, half_c, gated)
+    shape = (a_layout, b_layout, m, n, k, residual, half, output)
     for tile in candidates(shape, device.shared_limit):
         img = _image(shape, tile)
-        c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype if half_c else torch.float32)
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32 if output == "binary32" else dtype)
         activation = torch.full((m, n // 2), float("nan"), device="cuda", dtype=dtype)
         pointers = ({"c": c.data_ptr(), "a": a.data_ptr(), "b": b.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
-                    | ({"gated": activation.data_ptr()} if gated else {}))
+                    | ({"gated": activation.data_ptr()} if output == "gated" else {}))
         cubin = compile_image(img, device.arch)
-        block = launch_parameters(img, img.parameter_block(pointers, img.words(GELU) if gated else {}), cubin)
+        block = launch_parameters(img, img.parameter_block(pointers, img.words(GELU)), cubin)
         kernel = driver.load_kernel(cubin, img.shared_bytes)
         try:
             grid = img.grid({})
             driver.launch(kernel, grid, img.block, img.shared_bytes, block)
             driver.synchronize()
-            error = float(torch.linalg.norm(c.double() - expected) / torch.linalg.norm(expected))
-            if gated:  # the activation of the product's own rounded up and gate
+            error = _error(c, expected)
+            if output == "gated":  # the activation of the product's own rounded up and gate
                 up, gate = c[:, : n // 2].double(), c[:, n // 2:].double()
                 want = torch.nn.functional.gelu(gate, approximate="tanh") * up
-                error = max(error, float(torch.linalg.norm(activation.double() - want) / torch.linalg.norm(want)))
+                error = max(error, _error(activation, want))
             us = driver.seconds_per_launch(kernel, grid, img.block, img.shared_bytes, block, REPEATS) * 1e6
         finally:
             driver.unload_kernel(kernel)
         row["tiles"][str(tile)] = {"us": us, "error": error}   # keyed as JSON keys them
-        if not error < BOUNDS[half_c]:   # never chosen; the sweep goes on so that the table shows every wrong tile
+        if not error < bound(output):   # never chosen; the sweep goes on so that the table shows every wrong tile
             print(f"tile {tile} on {a_layout}{b_layout} {m}x{n}x{k}: relative error {error:.2e}", flush=True)
     return row
 

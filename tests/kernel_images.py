@@ -29,10 +29,9 @@ def products(s: Shape, half: str) -> list[Image]:
               ("r", "c", t, w, f, True), ("r", "c", t, f, w, False), ("r", "c", t, w, v, False),
               ("c", "c", q, w, t, False), ("c", "c", w, w, t, False), ("c", "c", f, w, t, False),
               ("c", "c", w, f, t, False), ("c", "c", v, w, t, False)]
-    half_c = [("r", "r", t, q, w), ("r", "c", t, f, w)]
     return ([product(a, b, m, n, k, r, half) for a, b, m, n, k, r in shapes]
-            + [product(a, b, m, n, k, False, half, half_c=True) for a, b, m, n, k in half_c]
-            + [product("r", "r", t, 2 * f, w, False, half, half_c=True, gated=True)])
+            + [product("r", "r", t, q, w, False, half, "half"), product("r", "r", t, 2 * f, w, False, half, "gated"),
+               product("r", "c", t, f, w, False, half, "half")])
 
 
 def family_images(s: Shape, half: str) -> list[Image]:
@@ -85,7 +84,7 @@ def bfloat16_images() -> list[Image]:
     """At the grouped shape: the families that convert halves, and one product
     of each operand layout (with and without a residual)."""
     chosen = [i for i in family_images(GROUPED, "bfloat16") if i.family in BFLOAT16_FAMILIES]
-    return chosen + [products(GROUPED, "bfloat16")[i] for i in (0, 1, 5, 8, 11, 16, 18)]
+    return chosen + [products(GROUPED, "bfloat16")[i] for i in (0, 1, 5, 8, 11, 16, 17, 18)]
 
 
 def tile_images() -> list[Image]:
@@ -96,7 +95,7 @@ def tile_images() -> list[Image]:
     chooses it)."""
     layouts = ("rr", "rc", "cc")
     return [tiled_image(*layouts[i % 3], 256, 256, 512, i % 2 == 1, "binary16", i,
-                        half_c=i % 4 == 2 and TILE_CANDIDATES[i].wgmma != 3)
+                        "half" if i % 4 == 2 and TILE_CANDIDATES[i].wgmma != 3 else "binary32")
             for i in range(len(TILE_CANDIDATES))]
 
 
@@ -108,8 +107,8 @@ def tile_images() -> list[Image]:
 GATED_TILES = (0, 20, 40, 44)
 
 
-def gated_images() -> list[Image]:
-    return [tiled_image("r", "r", 256, 256, 512, False, "binary16", i, half_c=True, gated=True) for i in GATED_TILES]
+def gated_images() -> list[tuple[int, Image]]:
+    return [(i, tiled_image("r", "r", 256, 256, 512, False, "binary16", i, "gated")) for i in GATED_TILES]
 
 
 # (case name, shape, image): the default shape, the small shape, the bfloat16
@@ -119,5 +118,5 @@ CASES: list[tuple[str, Shape, Image]] = (
     + [(f"small-{i.name}", SMALL, i) for i in all_images(SMALL, "binary16")]
     + [(f"bfloat16-{i.name}", GROUPED, i) for i in bfloat16_images()]
     + [(f"tile-{n}-{i.name}", SMALL, i) for n, i in enumerate(tile_images())]
-    + [(f"gated-tile-{n}-{i.name}", SMALL, i) for n, i in zip(GATED_TILES, gated_images())]
+    + [(f"gated-tile-{n}-{i.name}", SMALL, i) for n, i in gated_images()]
 )

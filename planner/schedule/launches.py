@@ -166,12 +166,12 @@ def cast_down(b: Builder, out: Where, src: Where, elements: int) -> None:
 
 
 def tiled(b: Builder, a: str, bl: str, m: int, n: int, k: int, c: Where, left: Where, right: Where,
-          residual: Where | None = None, half_c: bool = False) -> None:
+          residual: Where | None = None, output: str = "binary32") -> None:
     """C (m x n) = A B (+ R): the forward's X W^T is (r, r), a data
     gradient's dY W is (r, c), a weight gradient's dY^T X is (c, c). With
-    half_c C is rounded to the half format, in the first half of the
+    output "half" C is rounded to the half format, in the first half of the
     binary32 plane the seed gives it."""
-    img = product(a, bl, m, n, k, residual is not None, _half(b.config), half_c)
+    img = product(a, bl, m, n, k, residual is not None, _half(b.config), output)
     pointers = {"c": c, "a": left, "b": right} | ({"r": residual} if residual is not None else {})
     b.launch(img, pointers)
 
@@ -337,7 +337,7 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
         # the backward, the gated activation's gradient) in the half format:
         # their readers round what they make of them to it, so they are
         # written and read at half the bytes
-        tiled(b, "r", "r", T, s.qkv_width, W, lay.at("qkv"), sv("norm1-half"), h("qkv"), half_c=True)
+        tiled(b, "r", "r", T, s.qkv_width, W, lay.at("qkv"), sv("norm1-half"), h("qkv"), output="half")
         # the values by head, as the backward reads them, where the seed
         # keeps V^T: the forward reads the same tiles as columns, so neither
         # the seed's value transpose nor the backward's transpose back is made
@@ -354,7 +354,7 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
         # the up projection's row, then the gate projection's, kept for the
         # backward; its epilogue writes the gated activation gelu(gate) up
         lay.adjacent(f"layer{l}.up", f"layer{l}.gate")
-        b.launch(product("r", "r", T, 2 * F, W, False, _half(b.config), half_c=True, gated=True),
+        b.launch(product("r", "r", T, 2 * F, W, False, _half(b.config), "gated"),
                  {"c": sv("up-gate"), "gated": sv("gated-half"), "a": sv("norm2-half"), "b": h("up")},
                  sqrt_two_over_pi=c.sqrt_two_over_pi, cubic=c.gelu_cubic, half=c.half, one=c.one)
         tiled(b, "r", "r", T, W, F, out, sv("gated-half"), h("down"), residual=sv("projection"))
@@ -417,7 +417,7 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
     with b.phase(FFN_DOWN):
         # `current` in the half format, as the layer norm's backward that
         # wrote it left it
-        tiled(b, "r", "c", T, F, W, at("gated-gradient"), gradient_half(b), h("down"), half_c=True)
+        tiled(b, "r", "c", T, F, W, at("gated-gradient"), gradient_half(b), h("down"), output="half")
         tiled(b, "c", "c", W, F, T, g("down"), gradient_half(b), sv("gated-half"))
     with b.phase(FFN_GATE):
         # each row of the pair's gradient holds the up gradient's row, then
