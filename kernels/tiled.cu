@@ -148,8 +148,8 @@ constexpr int PAIRED = WGMMA >= 1 ? BLOCK_N / 2 : 8;
 #else
 constexpr int PAIRED = 8;
 #endif
-static_assert(!B_COLUMNS && K_GROUPS == 1 && K_BLOCKS == 1 && N % BLOCK_N == 0,
-              "B's rows K-contiguous, each tile's n-tiles whole (no K split), the up's and gate's tiles alike");
+static_assert(!B_COLUMNS && K_GROUPS == 1 && K_BLOCKS == 1,
+              "B's rows K-contiguous, each tile's n-tiles whole in one place (no K split)");
 #else
 constexpr bool GATED = false;
 constexpr int PAIRED = BLOCK_N;

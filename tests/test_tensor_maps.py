@@ -41,6 +41,26 @@ def test_the_maps_follow_the_block_where_the_cubin_takes_them(layouts):
         assert inner * outer * HALF_BYTES == extents[spec.argument]
 
 
+def test_a_gated_products_maps_bring_b_in_two_boxes_after_its_scalars():
+    """The gated product's B box is half the tile's rows (the up's rows,
+    then the gate's, two copies a stage); its maps follow the GELU's
+    scalars."""
+    tile = TILE_CANDIDATES[FED]
+    img = tiled_image("r", "r", 256, 256, 512, False, "binary16", FED, "gated")
+    a, b = tensor_maps(img)
+    assert (a.box_outer, b.box_outer) == (tile.block_m, tile.block_n // 2)
+    plain_b = tensor_maps(tiled_image("r", "r", 256, 256, 512, False, "binary16", FED, "half"))[1]
+    assert plain_b.box_outer == tile.block_n and (b.inner, b.outer) == (plain_b.inner, plain_b.outer)
+    addresses = {"c": 0x10000, "gated": 0x18000, "a": 0x20000, "b": 0x40000}
+    block = img.parameter_block(addresses, img.words({"sqrt_two_over_pi": 0.8, "cubic": 0.04, "half": 0.5,
+                                                      "one": 1.0}))
+    cubin = compile_image(img, "sm_90")
+    out = launch_parameters(img, block, cubin, fake_encoder)
+    assert out[:len(block)] == block
+    taken = kernel_info(cubin).parameters[len(img.arguments):]
+    assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses["a"], addresses["b"]]
+
+
 def test_a_card_without_tensor_copies_takes_the_block_alone():
     img = tiled_image("r", "c", 256, 256, 512, False, "binary16", FED)
     block = img.parameter_block({"c": 1 << 16, "a": 2 << 16, "b": 3 << 16}, {})
