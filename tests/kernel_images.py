@@ -81,8 +81,9 @@ BFLOAT16_FAMILIES = ("cast-down", "cross-entropy-backward", "layernorm-forward",
 
 
 def bfloat16_images() -> list[Image]:
-    """At the grouped shape: the families that convert halves, and one product
-    of each operand layout (with and without a residual)."""
+    """At the grouped shape: the families that convert halves, one product of
+    each operand layout (with and without a residual), the half products and
+    the gated product."""
     chosen = [i for i in family_images(GROUPED, "bfloat16") if i.family in BFLOAT16_FAMILIES]
     return chosen + [products(GROUPED, "bfloat16")[i] for i in (0, 1, 5, 8, 11, 16, 17, 18)]
 
