@@ -255,7 +255,7 @@ static_assert(RESIDUAL == 0, "tiled adds no residual");
 #define EPILOGUE_ARGUMENT
 #endif
 
-// C's elements: binary32, or (tiled-half) rounded to the half format
+// C's elements: binary32, or (tiled-half, tiled-gated) rounded to the half format
 #if defined(IMAGE_FAMILY_TILED_HALF) || defined(IMAGE_FAMILY_TILED_GATED)
 #define HALF_C 1
 typedef HALF C_ELEMENT;

@@ -58,6 +58,7 @@ MARGIN = 1.05
 GELU = {"sqrt_two_over_pi": math.sqrt(2 / math.pi), "cubic": 0.044715, "half": 0.5, "one": 1.0}
 ANY_SHARED = max(t.shared() for t in TILE_CANDIDATES)
 DTYPES = {"binary16": torch.float16, "bfloat16": torch.bfloat16}
+OUTPUT_OF_FAMILY = {family: output for output, (family, _) in PRODUCT_OUTPUTS.items()}
 
 
 def bound(output: str) -> float:
@@ -73,8 +74,7 @@ def shapes(batches: list[int]) -> dict[str, tuple]:
         for img in plan.image.values():
             if img.family in PRODUCT_FAMILIES:
                 c = img.constant_map
-                output = next(o for o, (family, _) in PRODUCT_OUTPUTS.items() if family == img.family
-                              or img.family == "tiled-add" and o == "binary32")
+                output = OUTPUT_OF_FAMILY.get(img.family, "binary32")  # tiled-add's C is binary32
                 shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"], output)
                 out[product_key(*shape[:6], output)] = shape
     return out

@@ -155,8 +155,7 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
     if f in PRODUCTS:
         m, n, k = c["m"], c["n"], c["k"]
         x = {"a": _halves(rng, m * k, half), "b": _halves(rng, n * k, half)}
-        gelu = {key: GELU_SCALARS[key] for key in ("sqrt_two_over_pi", "cubic", "half", "one")}
-        return x | ({"r": _normal(rng, m * n)} if c["residual"] else {}), gelu if f == "tiled-gated" else {}
+        return x | ({"r": _normal(rng, m * n)} if c["residual"] else {}), GELU_SCALARS if f == "tiled-gated" else {}
     raise AssertionError(f"no inputs for family {f}")
 
 
