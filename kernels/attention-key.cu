@@ -4,12 +4,13 @@
 // each, the query tiles from the key tile's (the diagonal, masked) to the last:
 //   S^T = K Q^T, dP^T = V dO^T, P^T = 2^(S^T stream_scale - L),
 //   dS^T = P^T (dP^T - D), d_v += P^T dO, d_k += dS^T Q,
-// L the forward's base-2 log-sum-exp and D the query launch's row terms.
+// L the forward's base-2 log-sum-exp and D the row terms token-to-head forms.
 // The parts take every PARTS-th step of that walk and their sums meet in part
 // order at the end. The query and d_out tiles ([b][h][s][64], half) and their
 // L and D are double-buffered in each part's shared memory; each tile serves
 // both as rows (S^T, dP^T) and as columns (d_v, d_k). d_k = score_scale (the
-// sum) and d_v are [b][g][s][64] binary32.
+// sum) and d_v are written in the half format, transposed:
+// d_k[g 64 + c][b SEQ + s], d_v likewise (store_transposed).
 #include "attention.cuh"
 
 struct alignas(1024) Stage {  // its tiles 1024-byte aligned
@@ -19,8 +20,8 @@ struct alignas(1024) Stage {  // its tiles 1024-byte aligned
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v,
-      const HALF* __restrict__ d_out, const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms, float* __restrict__ d_k,
-      float* __restrict__ d_v, float stream_scale, float score_scale) {
+      const HALF* __restrict__ d_out, const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms,
+      HALF* __restrict__ d_k, HALF* __restrict__ d_v, float stream_scale, float score_scale) {
   await_previous_launch();
   const WalkPlace block = walk_place();  // the first key tile meets every query tile: the longest walks first
   const int tile = block.rank, g = block.head, b = block.batch;
@@ -99,14 +100,8 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
 #pragma unroll
     for (int e = 0; e < 4; ++e) sums[0][c][e] = dk[c][e], sums[1][c][e] = dv[c][e];
   if (!meet_parts(reinterpret_cast<float(&)[64]>(sums), part, thread, add_values<64>)) return;
-  const size_t at = kv_plane + static_cast<size_t>(row0 + (lane >> 2)) * HEAD + 2 * (lane & 3);
-#pragma unroll
-  for (int c = 0; c < 8; ++c)
-#pragma unroll
-    for (int half_row = 0; half_row < 2; ++half_row) {
-      const size_t e = at + 8 * half_row * HEAD + 8 * c;
-      *reinterpret_cast<float2*>(d_k + e) =
-          make_float2(sums[0][c][2 * half_row] * score_scale, sums[0][c][2 * half_row + 1] * score_scale);
-      *reinterpret_cast<float2*>(d_v + e) = make_float2(sums[1][c][2 * half_row], sums[1][c][2 * half_row + 1]);
-    }
+  const size_t at = static_cast<size_t>(g) * HEAD * TOKENS + b * SEQ + tile * TILE;
+  HALF* const scratch = reinterpret_cast<HALF*>(stages);
+  store_transposed(sums[0], score_scale, d_k + at, scratch, thread);
+  store_transposed(sums[1], 1.0f, d_v + at, scratch, thread);
 }

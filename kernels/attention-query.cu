@@ -8,13 +8,14 @@
 // the parts' sums then meet in part order. The key and value tiles
 // ([b][g][s][64], half) are double-buffered in each part's shared memory; K
 // serves both S = Q K^T (its rows) and dQ = dS K (its columns). d_q is
-// [b][h][s][64] binary32.
+// written in the half format, transposed: d_q[h 64 + c][b SEQ + s]
+// (store_transposed).
 #include "attention.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v,
       const HALF* __restrict__ d_out, const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms,
-      float* __restrict__ d_q, float stream_scale, float score_scale) {
+      HALF* __restrict__ d_q, float stream_scale, float score_scale) {
   await_previous_launch();
   const WalkPlace block = walk_place();  // the last query tile walks every key tile: the longest walks first
   const int tile = TILES - 1 - block.rank, h = block.head, b = block.batch, g = h / GROUP;
@@ -79,11 +80,6 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
   await_products();
 
   if (!meet_parts(reinterpret_cast<float(&)[32]>(dq), part, thread, add_values<32>)) return;
-  float* to = d_q + q_plane + static_cast<size_t>(s0) * HEAD + 2 * (lane & 3);
-#pragma unroll
-  for (int n = 0; n < 8; ++n)
-#pragma unroll
-    for (int half_row = 0; half_row < 2; ++half_row)
-      *reinterpret_cast<float2*>(to + 8 * half_row * HEAD + 8 * n) =
-          make_float2(dq[n][2 * half_row] * score_scale, dq[n][2 * half_row + 1] * score_scale);
+  store_transposed(dq, score_scale, d_q + static_cast<size_t>(h) * HEAD * TOKENS + b * SEQ + tile * TILE, stages,
+                   thread);
 }

@@ -35,6 +35,7 @@ constexpr int TILE = 64;           // queries or keys a block takes, and a tile'
 constexpr int HEAD = 64;           // a head's columns
 constexpr int GROUP = HEADS / KV_HEADS;  // query heads a K/V head serves
 constexpr int TILES = SEQ / TILE;
+constexpr int TOKENS = BATCH * SEQ;  // the columns of a transposed token-major plane
 constexpr int TILE_HALVES = TILE * HEAD;
 static_assert(SEQ % TILE == 0 && HEADS % KV_HEADS == 0, "whole tiles and whole groups");
 
@@ -299,6 +300,35 @@ __device__ __forceinline__ void to_fragments(unsigned (&a)[4][4], const float (&
     a[k][1] = pack_halves(acc[2 * k][2], acc[2 * k][3]);
     a[k][2] = pack_halves(acc[2 * k + 1][0], acc[2 * k + 1][1]);
     a[k][3] = pack_halves(acc[2 * k + 1][2], acc[2 * k + 1][3]);
+  }
+}
+
+// The backward's last step, by the first part: its sums (this warp's 16 of
+// the block's 64 rows, columns 8 n + 2 (lane % 4) + e % 2 of one head) times
+// `scale`, rounded to the half format and stored transposed: column c of the
+// head at to[c TOKENS + t], the block's rows tokens t = 0..63 from `to` on
+// (the layout of the qkv gradient the products after it read). The tile
+// passes through the part's shared memory (`scratch`, its stages done with)
+// so that each column's 64 tokens go as 128 bytes; rows PITCH halves apart
+// put a quad's four columns in four banks.
+constexpr int PITCH = TILE + 8;
+
+__device__ __forceinline__ void store_transposed(const float (&sums)[8][4], float scale, HALF* to, HALF* scratch,
+                                                 int thread) {
+  const int warp = thread >> 5, lane = thread & 31;
+  part_sync(0);  // every thread of the part is done with `scratch` (the walk's tiles, the parts' sums, a tile before)
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      scratch[(8 * n + 2 * (lane & 3) + (e & 1)) * PITCH + 16 * warp + (lane >> 2) + 8 * (e >> 1)] =
+          to_half(sums[n][e] * scale);
+  part_sync(0);
+#pragma unroll
+  for (int chunk = thread; chunk < HEAD * TILE / 8; chunk += PART_THREADS) {
+    const int column = chunk / (TILE / 8), piece = chunk % (TILE / 8);
+    *reinterpret_cast<uint4*>(to + static_cast<size_t>(column) * TOKENS + 8 * piece) =
+        *reinterpret_cast<const uint4*>(scratch + column * PITCH + 8 * piece);
   }
 }
 

@@ -236,11 +236,12 @@ def _rope_grid(c: Constants, s: Scalars) -> tuple[int, int, int]:
 
 
 def _attention_planes(c: Constants) -> dict[str, int]:
-    """Bytes of the heads' layouts: [batch][head][seq][64] and kin."""
+    """Bytes of the heads' layouts: [batch][head][seq][64] and kin (the
+    backward's gradients, [head 64][batch seq] transposed, as many), and of
+    a rotary table ([32][seq])."""
     b, s, h, kv = c["batch"], c["seq"], c["heads"], c["kv_heads"]
     return {"q": b * h * s * 64 * HALF_BYTES, "kv": b * kv * s * 64 * HALF_BYTES,
-            "q32": b * h * s * 64 * 4, "kv32": b * kv * s * 64 * 4,
-            "rows": b * h * s * 4, "merged": b * s * h * 64 * HALF_BYTES}
+            "rows": b * h * s * 4, "merged": b * s * h * 64 * HALF_BYTES, "angles": s * 32 * 4}
 
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [
@@ -297,7 +298,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
         _attention_block, lambda c, s: (c["seq"] // 64, c["heads"], c["batch"]),
         lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
                                  "log_sum_exp": p["rows"], "row_terms": p["rows"],
-                                 "d_q": p["q32"]})(_attention_planes(c)),
+                                 "d_q": p["q"]})(_attention_planes(c)),
         registers=255, shared=_attention_shared(2 * _ATTENTION_TILE, 2 * _ATTENTION_TILE),
         constants=_ATTENTION_CONSTANTS),
     Family("attention-key", _args(
@@ -306,7 +307,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
         _attention_block, lambda c, s: (c["seq"] // 64, c["kv_heads"], c["batch"]),
         lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
                                  "log_sum_exp": p["rows"], "row_terms": p["rows"],
-                                 "d_k": p["kv32"], "d_v": p["kv32"]})(_attention_planes(c)),
+                                 "d_k": p["kv"], "d_v": p["kv"]})(_attention_planes(c)),
         registers=255, shared=_attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4), constants=_ATTENTION_CONSTANTS),
     # a warp per head
     Family("token-to-head", _args("heads:w row_terms:w merged:r out:r"), lambda c: 32 * c["heads"],
@@ -314,11 +315,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: (lambda n: {"heads": n * 64 * HALF_BYTES, "row_terms": n * 4, "merged": n * 64 * 4,
                                     "out": n * 64 * HALF_BYTES})(c["batch"] * c["seq"] * c["heads"]),
            constants=("batch", "seq", "heads", "half")),
-    Family("inverse-rope-qkv", _args("qkv_gradient:w d_q:r d_k:r cosine:r sine:r d_v:r"), _rope_block, _rope_grid,
-           lambda c, s: (lambda p: {"qkv_gradient": c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"])
-                                    * 64 * HALF_BYTES, "d_q": p["q32"], "d_k": p["kv32"], "d_v": p["kv32"],
-                                    "cosine": c["seq"] * 32 * 4, "sine": c["seq"] * 32 * 4})(_attention_planes(c)),
-           constants=("batch", "seq", "heads", "kv_heads", "tokens", "warps", "half")),
+    # a pair of a head's rows (or a value row) a block row, eight tokens a thread
+    Family("inverse-rope-qkv", _args("qkv_gradient:w d_q:r d_k:r cosine:r sine:r d_v:r"), _fixed(128),
+           lambda c, s: (_blocks(c["batch"] * c["seq"] // 8, 128), (c["heads"] + 3 * c["kv_heads"]) * 32, 1),
+           lambda c, s: (lambda p: {"qkv_gradient": p["q"] + 2 * p["kv"], "d_q": p["q"], "d_k": p["kv"],
+                                    "d_v": p["kv"], "cosine": p["angles"], "sine": p["angles"]})(_attention_planes(c)),
+           constants=("batch", "seq", "heads", "kv_heads", "half")),
     Family("loss-target-gather", _args("correct:w logits:r targets:r"), _fixed(256),
            lambda c, s: (_blocks(c["rows"], 256), 1, 1),
            lambda c, s: {"correct": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "targets": c["rows"] * 4},
@@ -655,23 +657,21 @@ def attention_parts(family: str, batch: int, seq: int, heads: int, kv_heads: int
     return 2 if blocks < 2 * FILL_BLOCKS else 1
 
 
-# The images that turn queries and keys by the rotary angles (and back)
-ROTARY_IMAGES = ("qk-rope", "inverse-rope-qkv")
-
-
 def rope_warps(tokens: int) -> int:
     """Four warps a token when the launch has fewer blocks than two waves of
     the device, else one: with few blocks a warp a token leaves too few loads
     in flight, with many the larger blocks lose. On the H200, the 16
-    launches of an update (qk-rope, inverse-rope-qkv), in us: 1 x 1024 45.8,
-    47.6 with four warps against 47.6, 72.4 with one; 8 x 1024 276, 393 with
-    four against 200, 340 with one."""
+    launches of an update (qk-rope, and inverse-rope-qkv when it took a
+    block per eight tokens too), in us: 1 x 1024 45.8, 47.6 with four warps
+    against 47.6, 72.4 with one; 8 x 1024 276, 393 with four against 200, 340
+    with one."""
     return 4 if tokens // ROPE_TOKENS < 2 * FILL_BLOCKS else 1
 
 
-def rope(family: str, batch: int, seq: int, heads: int, kv_heads: int, half: str) -> Image:
-    """A rotary image (qk-rope, inverse-rope-qkv) at the shape."""
-    return image(family, batch=batch, seq=seq, heads=heads, kv_heads=kv_heads, tokens=ROPE_TOKENS,
+def rope(batch: int, seq: int, heads: int, kv_heads: int, half: str) -> Image:
+    """The image that turns the queries and keys by the rotary angles
+    (qk-rope) at the shape."""
+    return image("qk-rope", batch=batch, seq=seq, heads=heads, kv_heads=kv_heads, tokens=ROPE_TOKENS,
                  warps=rope_warps(batch * seq), half=half)
 
 

@@ -1,4 +1,4 @@
-// What the rotary images (qk-rope, inverse-rope-qkv) share: a block takes
+// The rotary image's (qk-rope's) geometry: a block takes
 // TOKENS consecutive tokens of one sequence with WARPS warps a token (warp w
 // takes token w % TOKENS and every WARPS-th head from w / TOKENS), a lane a
 // rotary column i (< 32) of those heads; and the angles of the block's

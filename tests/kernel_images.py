@@ -3,7 +3,7 @@ the kernel tests."""
 
 from __future__ import annotations
 
-from planner.kernels.manifest import (FAMILIES, PRODUCT_FAMILIES, ROPE_TOKENS, ROTARY_IMAGES, STREAMING_ATTENTION,
+from planner.kernels.manifest import (FAMILIES, PRODUCT_FAMILIES, ROPE_TOKENS, STREAMING_ATTENTION,
                                       TILE_CANDIDATES, Image, image, layernorm_parts, product, rope, tiled_image)
 from planner.model.config import Shape
 
@@ -48,14 +48,14 @@ def family_images(s: Shape, half: str) -> list[Image]:
         # the block of eight warps that eight times the rows take
         image("layernorm-backward-add", "layernorm-backward-add-rows8x", rows=8 * s.tokens, width=s.width,
               parts=layernorm_parts(8 * s.tokens), half=half),
-        rope("qk-rope", **heads),
-        # the rotary images with a warp a token, as a plan of many tokens takes them
-        *(image(f, f"{f}-warps1", tokens=ROPE_TOKENS, warps=1, **heads) for f in ROTARY_IMAGES),
+        rope(**heads),
+        # the rotary image with a warp a token, as a plan of many tokens takes it
+        image("qk-rope", "qk-rope-warps1", tokens=ROPE_TOKENS, warps=1, **heads),
         # each streaming attention image in every part count it may take
         *(image(f, f"{f}-parts{p}", parts=p, **heads)
           for f in STREAMING_ATTENTION for p in (1, 2)),
         image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=half),
-        rope("inverse-rope-qkv", **heads),
+        image("inverse-rope-qkv", **heads),
         image("loss-target-gather", rows=s.tokens, vocab=s.vocab), image("cross-entropy", rows=s.tokens, vocab=s.vocab),
         image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab, half=half),
         image("embedding-scatter", vocab=s.vocab, **rows),

@@ -124,9 +124,10 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
     if f == "token-to-head":
         n = c["batch"] * c["seq"] * c["heads"] * 64
         return {"merged": _normal(rng, n), "out": _halves(rng, n, half)}, {}
-    if f == "inverse-rope-qkv":
+    if f == "inverse-rope-qkv":  # the attention backward's transposed halves
         q, kv = c["batch"] * c["heads"] * c["seq"] * 64, c["batch"] * c["kv_heads"] * c["seq"] * 64
-        return {"d_q": _normal(rng, q), "d_k": _normal(rng, kv), "d_v": _normal(rng, kv)} | _tables(rng, c["seq"]), {}
+        return {"d_q": _halves(rng, q, half), "d_k": _halves(rng, kv, half), "d_v": _halves(rng, kv, half)} \
+            | _tables(rng, c["seq"]), {}
     if f in ("loss-target-gather", "cross-entropy", "cross-entropy-backward"):
         x = {"logits": _normal(rng, c["rows"] * c["vocab"], 2.0),
              "targets": rng.integers(0, c["vocab"], c["rows"], dtype=np.int32)}

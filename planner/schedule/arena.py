@@ -156,8 +156,6 @@ def seed_layout(config: Config) -> Layout:
     kv_half = 2 * KV * T * D
     scores = 4 * s.batch * H * S * S
     lse = 4 * H * T
-    context = 4 * H * T * D
-    kv_context = 4 * KV * T * D
     ffn, ffn_half = 4 * T * F, 2 * T * F
     rows = 4 * T
     row_bytes = 4 * V
@@ -226,8 +224,11 @@ def seed_layout(config: Config) -> Layout:
     put("merged-gradient", off["qkv"], plane)
     put("context-gradient-heads", off["gated-half"], heads_half)
     chain(off["up"], [("queries-t", heads_half), ("keys-t", kv_half), ("context-gradient-t", heads_half)])
-    chain(off["gate"], [("queries-gradient", context), ("keys-gradient", kv_context),
-                        ("values-gradient", kv_context)])
+    # the attention backward's gradients, transposed in the half format
+    # ([head 64][T]); the inverse rotation's launch makes the transposed qkv
+    # gradient of them (the seed's token-major qkv-gradient-half is not made)
+    chain(off["gate"], [("queries-gradient", heads_half), ("keys-gradient", kv_half),
+                        ("values-gradient", kv_half)])
     put("qkv-gradient-half", off["gated"], 2 * T * s.qkv_width)
     chain(scratch, [("qkv-gradient-t", 2 * T * s.qkv_width), ("qkv-input-t", half_plane),
                     ("qkv-weight-t", 2 * s.qkv_width * W)])
@@ -317,8 +318,8 @@ def _describe(config: Config, layout: Layout) -> dict[str, tuple[str, tuple[int,
     d["ffn-gradient-half"] = (half, (T, 2 * F))   # each row the up gradient's, then the gate gradient's
     d |= {n: (half, (B, H, S, 64)) for n in ("queries", "queries-t", "context-gradient-heads", "context-gradient-t")}
     d |= {n: (half, (B, KV, S, 64)) for n in ("keys", "values-t", "values-heads", "keys-t")}
-    d |= {"queries-gradient": ("f32", (B, H, S, 64)), "keys-gradient": ("f32", (B, KV, S, 64)),
-          "values-gradient": ("f32", (B, KV, S, 64)), "log-sum-exp": ("f32", (B, H, S)),
+    d |= {"queries-gradient": (half, (H * 64, T)), "keys-gradient": (half, (KV * 64, T)),
+          "values-gradient": (half, (KV * 64, T)), "log-sum-exp": ("f32", (B, H, S)),
           "row-terms": ("f32", (B, H, S)), "scores": ("f32", (B, H, S, S)),
           "qkv": ("f32", (T, s.qkv_width)), "qkv-gradient-half": (half, (T, s.qkv_width)),
           "qkv-gradient-t": (half, (s.qkv_width, T)), "qkv-weight-t": (half, (W, s.qkv_width)),

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from planner.kernels.manifest import STREAMING_ATTENTION, Image, attention, image, layernorm_parts, product, rope
+from planner.kernels.manifest import Image, attention, image, layernorm_parts, product, rope
 from planner.model import float32 as f32
 from planner.model.config import Config
 from planner.schedule.arena import STAGING, Layout
@@ -223,11 +223,9 @@ def _gelu_scalars(b: Builder, elements: int) -> dict[str, int]:
 
 
 def _attention(b: Builder, family: str) -> Image:
-    """An image of the heads' layouts: a streaming attention image, or a
-    rotary one (qk-rope, inverse-rope-qkv)."""
+    """A streaming attention image at the step's shape."""
     s = b.config.shape
-    make = attention if family in STREAMING_ATTENTION else rope
-    return make(family, s.batch, s.seq, s.heads, s.kv_heads, _half(b.config))
+    return attention(family, s.batch, s.seq, s.heads, s.kv_heads, _half(b.config))
 
 
 # ---- the phases of the run ----
@@ -341,9 +339,9 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
         # the values by head, as the backward reads them, where the seed
         # keeps V^T: the forward reads the same tiles as columns, so neither
         # the seed's value transpose nor the backward's transpose back is made
-        b.launch(_attention(b, "qk-rope"), {"queries": sv("queries"), "keys": sv("keys"), "values": sv("values"),
-                                             "qkv": lay.at("qkv"), "cosine": lay.at("rotary-cosine"),
-                                             "sine": lay.at("rotary-sine")})
+        b.launch(rope(s.batch, s.seq, s.heads, s.kv_heads, _half(b.config)),
+                 {"queries": sv("queries"), "keys": sv("keys"), "values": sv("values"), "qkv": lay.at("qkv"),
+                  "cosine": lay.at("rotary-cosine"), "sine": lay.at("rotary-sine")})
         b.launch(_attention(b, "attention-forward"),
                  {"q": sv("queries"), "k": sv("keys"), "v": sv("values"), "out": sv("merged-half"),
                   "log_sum_exp": sv("log-sum-exp")}, stream_scale=c.stream_scale)
@@ -452,6 +450,8 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
         # products' two operand layouts) from the heads' own layout, which
         # the forward saved the values in
     with b.phase(ATTENTION_HEAD):
+        # the gradients transposed in the half format ([head 64][T]), as the
+        # rows of the transposed qkv gradient the products read
         b.launch(_attention(b, "attention-query"),
                  {"q": sv("queries"), "k": sv("keys"), "v": sv("values"),
                   "d_out": at("context-gradient-heads"), "log_sum_exp": sv("log-sum-exp"),
@@ -463,11 +463,14 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
                   "row_terms": at("context-gradient-t"), "d_k": at("keys-gradient"), "d_v": at("values-gradient")},
                  stream_scale=c.stream_scale, score_scale=c.score_scale)
     with b.phase(QKV):
-        b.launch(_attention(b, "inverse-rope-qkv"),
-                 {"qkv_gradient": at("qkv-gradient-half"), "d_q": at("queries-gradient"), "d_k": at("keys-gradient"),
+        # the qkv gradient transposed ([qkv][T]: the products read A from
+        # it as rows, the weight gradient's, or as columns, the data's)
+        b.launch(image("inverse-rope-qkv", batch=s.batch, seq=s.seq, heads=s.heads, kv_heads=s.kv_heads,
+                       half=_half(b.config)),
+                 {"qkv_gradient": at("qkv-gradient-t"), "d_q": at("queries-gradient"), "d_k": at("keys-gradient"),
                   "cosine": at("rotary-cosine"), "sine": at("rotary-sine"), "d_v": at("values-gradient")})
-        tiled(b, "c", "c", s.qkv_width, W, T, g("qkv"), at("qkv-gradient-half"), sv("norm1-half"))
-        tiled(b, "r", "c", T, W, s.qkv_width, at("norm1-gradient"), at("qkv-gradient-half"), h("qkv"))
+        tiled(b, "r", "c", s.qkv_width, W, T, g("qkv"), at("qkv-gradient-t"), sv("norm1-half"))
+        tiled(b, "c", "c", T, W, s.qkv_width, at("norm1-gradient"), at("qkv-gradient-t"), h("qkv"))
         layer_norm_backward(b, p("norm1-gain"), g("norm1-gain"), g("norm1-shift"), lay.boundary(l),
                             at("norm1-gradient"), sv("norm1-statistics"), current, residual=other)
 
