@@ -57,6 +57,8 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
   float dk[8][4], dv[8][4];
   clear(dk);
   clear(dv);
+  fence_sums(dk);
+  fence_sums(dv);
   for (int n = 0; n < walk; ++n) {
     // step n's tiles have landed and every warp of the part is done with step
     // n - 1's, whose buffers the copy of step n + 1 (overlapping this step's
@@ -93,6 +95,8 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     multiply_columns(dk, fds, stage.queries);   // dK += dS^T Q
   }
   await_products();
+  fence_sums(dk);
+  fence_sums(dv);
 
   float sums[2][8][4];  // d_k's, then d_v's
 #pragma unroll

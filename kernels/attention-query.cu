@@ -54,6 +54,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
 
   float dq[8][4];
   clear(dq);
+  fence_sums(dq);
   for (int i = 0; i < walk; ++i) {
     // tile i has landed and every warp of the part is done with tile i - 1,
     // whose buffers the copy of tile i + 1 (overlapping this tile's work) takes
@@ -78,6 +79,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     multiply_columns(dq, fds, keys);  // dQ += dS K
   }
   await_products();
+  fence_sums(dq);
 
   if (!meet_parts(reinterpret_cast<float(&)[32]>(dq), part, thread, add_values<32>)) return;
   store_transposed(dq, score_scale, d_q + static_cast<size_t>(h) * HEAD * TOKENS + b * SEQ + tile * TILE, stages,

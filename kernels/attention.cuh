@@ -303,6 +303,21 @@ __device__ __forceinline__ void to_fragments(unsigned (&a)[4][4], const float (&
   }
 }
 
+// Sums a product accumulates, made opaque to the compiler where they are set
+// and where they are final: on sm_90a ptxas serializes every warpgroup
+// product of an image (a wait after each) once it finds other instructions
+// defining or reading a product's sums while products are in flight, and the
+// compiler would otherwise sink the zeroing into the walk, or hoist reads
+// above the last wait. (So do the epilogues that read the sums one by one
+// rather than in pairs: measured, the key launch at 8 x 1024 took 60.6 us
+// serialized against 54.6.)
+__device__ __forceinline__ void fence_sums(float (&sums)[8][4]) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(sums[n][e])::"memory");
+}
+
 // The backward's last step, by the first part: its sums (this warp's 16 of
 // the block's 64 rows, columns 8 n + 2 (lane % 4) + e % 2 of one head) times
 // `scale`, rounded to the half format and stored transposed: column c of the
@@ -320,9 +335,12 @@ __device__ __forceinline__ void store_transposed(const float (&sums)[8][4], floa
 #pragma unroll
   for (int n = 0; n < 8; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      scratch[(8 * n + 2 * (lane & 3) + (e & 1)) * PITCH + 16 * warp + (lane >> 2) + 8 * (e >> 1)] =
-          to_half(sums[n][e] * scale);
+    for (int h = 0; h < 2; ++h) {  // a row's two columns rounded together (see fence_sums)
+      const unsigned pair = pack_halves(sums[n][2 * h] * scale, sums[n][2 * h + 1] * scale);
+      HALF* const at = scratch + (8 * n + 2 * (lane & 3)) * PITCH + 16 * warp + (lane >> 2) + 8 * h;
+      at[0] = static_cast<HALF>(pair & 0xffffu);
+      at[PITCH] = static_cast<HALF>(pair >> 16);
+    }
   part_sync(0);
 #pragma unroll
   for (int chunk = thread; chunk < HEAD * TILE / 8; chunk += PART_THREADS) {

@@ -1,6 +1,7 @@
 """Every image compiles with NVRTC for sm_86 and sm_90, and its cubin honours
 the manifest: registers within the bound, the block, the shared memory, the
-parameter layout, and no local memory (no spills, no stack)."""
+parameter layout, and no local memory (no spills, no stack); the streaming
+attention's warpgroup products stay in flight together."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from planner.kernels.manifest import POINTER, PRODUCT_FAMILIES, STREAMING_ATTENTION, image, tensor_maps
 from planner.runtime import nvrtc
+from planner.certify.sass.disasm import run_nvdisasm
 from planner.runtime.cubin_info import kernel_info
 from tests.kernel_images import CASES
 
@@ -42,6 +44,18 @@ def test_cubin_honours_the_manifest(img, arch):
     else:
         assert info.static_shared <= STATIC_SHARED_LIMIT
         assert img.shared_bytes in (0, info.static_shared), "the manifest's shared memory is the kernel's"
+
+
+@pytest.mark.parametrize("img", [c[2] for c in CASES if c[2].family in STREAMING_ATTENTION],
+                         ids=[c[0] for c in CASES if c[2].family in STREAMING_ATTENTION])
+def test_the_attention_keeps_its_products_in_flight(img):
+    """ptxas issues an image's warpgroup products one at a time, a wait
+    (WARPGROUP.DEPBAR) after each, once it finds their sums touched while
+    products are in flight (kernels/attention.cuh, fence_sums): so were the
+    key image's, 60.6 us a launch at 8 x 1024 against 52.1."""
+    listing = run_nvdisasm(nvrtc.compile_image(img, "sm_90"))
+    products, waits = listing.count("HGMMA."), listing.count("WARPGROUP.DEPBAR")
+    assert products >= 8 and waits < products / 2, f"{waits} waits for {products} warpgroup products"
 
 
 def test_the_prelude_bakes_the_constants():
