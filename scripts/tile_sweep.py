@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -47,6 +46,7 @@ from planner.runtime.cubin_info import kernel_info
 from planner.runtime.nvrtc import compile_image
 from planner.runtime.tensor_maps import launch_parameters
 from planner.schedule import build_plan
+from planner.schedule.launches import Constants, gelu_words
 
 REPEATS = 20
 # A recorded tile stays unless another is this much faster alone: runs of the
@@ -54,8 +54,8 @@ REPEATS = 20
 # other launches can differ from its cost alone (one of clusters waits for
 # multiprocessors free together), which a near tie alone does not tell.
 MARGIN = 1.05
-# the GELU's scalars of the gated product (the plan passes the configuration's)
-GELU = {"sqrt_two_over_pi": math.sqrt(2 / math.pi), "cubic": 0.044715, "half": 0.5, "one": 1.0}
+# the GELU's words of the gated product, as the plan passes them
+GELU = gelu_words(Constants.of(DEFAULT))
 ANY_SHARED = max(t.shared() for t in TILE_CANDIDATES)
 DTYPES = {"binary16": torch.float16, "bfloat16": torch.bfloat16}
 OUTPUT_OF_FAMILY = {family: output for output, (family, _) in PRODUCT_OUTPUTS.items()}
@@ -164,7 +164,7 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output) -> di
         pointers = ({"c": c.data_ptr(), "a": a.data_ptr(), "b": b.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
                     | ({"gated": activation.data_ptr()} if output == "gated" else {}))
         cubin = compile_image(img, device.arch)
-        block = launch_parameters(img, img.parameter_block(pointers, img.words(GELU)), cubin)
+        block = launch_parameters(img, img.parameter_block(pointers, GELU), cubin)
         kernel = driver.load_kernel(cubin, img.shared_bytes)
         try:
             grid = img.grid({})

@@ -216,10 +216,14 @@ def layer_norm_backward(b: Builder, gamma: Where, gamma_gradient: Where, beta_gr
              {"gamma_gradient": gamma_gradient, "beta_gradient": beta_gradient, "partials": partials})
 
 
+def gelu_words(c: Constants) -> dict[str, int]:
+    """The tanh GELU's words, as the gated product's epilogue takes them."""
+    return dict(sqrt_two_over_pi=c.sqrt_two_over_pi, cubic=c.gelu_cubic, half=c.half, one=c.one)
+
+
 def _gelu_scalars(b: Builder, elements: int) -> dict[str, int]:
-    c = b.constants
-    return dict(sqrt_two_over_pi=c.sqrt_two_over_pi, cubic=c.gelu_cubic, half=c.half, one=c.one,
-                cubic_slope=c.gelu_cubic_slope, elements=elements)
+    """The gated GELU's backward: the GELU's words, its cubic term's slope and the elements."""
+    return gelu_words(b.constants) | dict(cubic_slope=b.constants.gelu_cubic_slope, elements=elements)
 
 
 def _attention(b: Builder, family: str) -> Image:
@@ -354,7 +358,7 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
         lay.adjacent(f"layer{l}.up", f"layer{l}.gate")
         b.launch(product("r", "r", T, 2 * F, W, False, _half(b.config), "gated"),
                  {"c": sv("up-gate"), "gated": sv("gated-half"), "a": sv("norm2-half"), "b": h("up")},
-                 sqrt_two_over_pi=c.sqrt_two_over_pi, cubic=c.gelu_cubic, half=c.half, one=c.one)
+                 **gelu_words(c))
         tiled(b, "r", "r", T, W, F, out, sv("gated-half"), h("down"), residual=sv("projection"))
 
 
