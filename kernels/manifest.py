@@ -221,9 +221,9 @@ def _attention_shared(stage: int, own: int = 0) -> Callable[[Constants], int]:
     return lambda c: c["parts"] * (2 * -(-stage // 1024) * 1024 + own) if c["parts"] > 1 else 0
 
 
-# A block of the rotary images takes ROPE_TOKENS consecutive tokens (the
-# angles of their positions are read together, kernels/rope.cuh), with
-# `warps` warps a token (each taking every warps-th head)
+# A block of the rotary image (qk-rope) takes ROPE_TOKENS consecutive tokens
+# (the angles of their positions are read together, kernels/qk-rope.cu),
+# with `warps` warps a token (each taking every warps-th head)
 ROPE_TOKENS = 8
 
 
