@@ -197,13 +197,26 @@ def _gated_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
     return _half_product_extents(c, s) | {"gated": c["m"] * c["n"] // 2 * HALF_BYTES}
 
 
+def _rope_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
+    p = _attention_planes({**c, "batch": c["m"] // c["seq"]})
+    return {"queries": p["q"], "keys": p["kv"], "values": p["kv"], "a": c["m"] * c["k"] * HALF_BYTES,
+            "b": c["n"] * c["k"] * HALF_BYTES, "cosine": p["angles"], "sine": p["angles"]}
+
+
 _PRODUCT_CONSTANTS = ("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
                       "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "half")
-PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half", "tiled-gated")
+# the rotary product's heads (kernels/tiled.cu, ROPE)
+_HEADS_CONSTANTS = ("seq", "heads", "kv_heads")
+PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half", "tiled-gated", "tiled-rope")
 # what a product writes (its family, its key's suffix): C in binary32 (with R
-# added where it has one), C in the half format, or the up and gate
-# projections in the half format with the gated activation
-PRODUCT_OUTPUTS = {"binary32": ("tiled", ""), "half": ("tiled-half", "-half"), "gated": ("tiled-gated", "-gated")}
+# added where it has one), C in the half format, the up and gate projections
+# in the half format with the gated activation, or the queries, keys and
+# values by head in the half format, the queries and keys turned
+PRODUCT_OUTPUTS = {"binary32": ("tiled", ""), "half": ("tiled-half", "-half"), "gated": ("tiled-gated", "-gated"),
+                   "rope": ("tiled-rope", "-rope")}
+# outputs whose epilogue pairs C's columns, so that a tile holds whole
+# n-tiles (no K split)
+PAIRED_OUTPUTS = ("gated", "rope")
 
 _ATTENTION_TILE = 64 * 64 * HALF_BYTES
 _ATTENTION_CONSTANTS = ("batch", "seq", "heads", "kv_heads", "parts", "half")
@@ -219,20 +232,6 @@ def _attention_shared(stage: int, own: int = 0) -> Callable[[Constants], int]:
     each part (the later parts' sums reuse them), dynamic; a block of one
     part declares them statically."""
     return lambda c: c["parts"] * (2 * -(-stage // 1024) * 1024 + own) if c["parts"] > 1 else 0
-
-
-# A block of the rotary image (qk-rope) takes ROPE_TOKENS consecutive tokens
-# (the angles of their positions are read together, kernels/qk-rope.cu),
-# with `warps` warps a token (each taking every warps-th head)
-ROPE_TOKENS = 8
-
-
-def _rope_block(c: Constants) -> int:
-    return 32 * c["warps"] * c["tokens"]
-
-
-def _rope_grid(c: Constants, s: Scalars) -> tuple[int, int, int]:
-    return (c["batch"] * c["seq"] // c["tokens"], 1, 1)
 
 
 def _attention_planes(c: Constants) -> dict[str, int]:
@@ -281,10 +280,6 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: {"gamma_gradient": c["width"] * 4, "beta_gradient": c["width"] * 4,
                          "partials": c["parts"] * 2 * c["width"] * 4},
            constants=("width", "parts")),
-    Family("qk-rope", _args("queries:w keys:w values:w qkv:r cosine:r sine:r"), _rope_block, _rope_grid,
-           lambda c, s: (lambda p: {"queries": p["q"], "keys": p["kv"], "values": p["kv"], "qkv": p["q"] + 2 * p["kv"],
-                                    "cosine": p["angles"], "sine": p["angles"]})(_attention_planes(c)),
-           constants=("batch", "seq", "heads", "kv_heads", "tokens", "warps", "half")),
     Family("attention-forward", _args("q:r k:r v:r out:w log_sum_exp:w stream_scale:f32"),
            _attention_block, lambda c, s: (c["seq"] // 64, c["heads"], c["batch"]),
            lambda c, s: {"q": _attention_planes(c)["q"], "k": _attention_planes(c)["kv"],
@@ -371,6 +366,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("tiled-gated", _args("c:w gated:w a:r b:r sqrt_two_over_pi:f32 cubic:f32 half:f32 one:f32"),
            _product_block, _product_grid, _gated_product_extents,
            registers=255, shared=_product_shared, source="tiled", constants=_PRODUCT_CONSTANTS),
+    # the queries, keys and values with the rotary turn in the epilogue
+    # (kernels/tiled.cu, ROPE), stored by head: the seed's qk-rope takes no
+    # launch of its own, nor a reading of C
+    Family("tiled-rope", _args("queries:w keys:w values:w a:r b:r cosine:r sine:r"),
+           _product_block, _product_grid, _rope_product_extents, registers=255, shared=_product_shared,
+           source="tiled", constants=_PRODUCT_CONSTANTS + _HEADS_CONSTANTS),
 ]}
 
 
@@ -560,11 +561,12 @@ def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None
     k-steps of K and its stages fit the shared memory (the seed's
     coppeliusTiledTileServes, with the groups): that of the device the tiles
     were measured on (`shared_limit_of_tiles`) unless another limit is given.
-    A gated product's tiles hold whole n-tiles (no K split): its epilogue
-    pairs each up value with its gate."""
+    A gated or rotary product's tiles hold whole n-tiles (no K split): its
+    epilogue pairs each up value with its gate, each head's column with its
+    partner."""
     limit = shared_limit_of_tiles() if shared_limit is None else shared_limit
     return (m % t.block_m == 0 and n % t.block_n == 0 and k % (t.block_k * t.k_groups * t.k_blocks) == 0
-            and t.shared() <= limit and not (output == "gated" and (t.k_groups > 1 or t.k_blocks > 1)))
+            and t.shared() <= limit and not (output in PAIRED_OUTPUTS and (t.k_groups > 1 or t.k_blocks > 1)))
 
 
 # Without a recorded choice: the seed's four-stage tiles, largest first, are
@@ -616,20 +618,24 @@ def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
 
 
 def product(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str,
-            output: str = "binary32") -> Image:
+            output: str = "binary32", heads: Mapping[str, int] | None = None) -> Image:
     """C (m x n) = A B (+ R): A rows (m x k) or columns (k x m), B rows (n x
     k, i.e. B^T) or columns (k x n); operands in the half format; C written
     as `output` says (PRODUCT_OUTPUTS): gated, B's rows are the up
-    projection's, then the gate's."""
+    projection's, then the gate's; rope, C's columns are the heads' (seq,
+    heads, kv_heads in `heads`)."""
     tile = choose_tile(a_layout, b_layout, m, n, k, residual, output)
-    return tiled_image(a_layout, b_layout, m, n, k, residual, half, tile, output)
+    return tiled_image(a_layout, b_layout, m, n, k, residual, half, tile, output, heads)
 
 
 def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str,
-                tile: int, output: str = "binary32") -> Image:
+                tile: int, output: str = "binary32", heads: Mapping[str, int] | None = None) -> Image:
     """The product's image with one candidate tile (the sweep tries each)."""
     assert not (residual and output != "binary32"), "a residual is added to a binary32 C"
-    assert output != "gated" or b_layout == "r", "a gated product's B rows are K-contiguous"
+    assert output not in PAIRED_OUTPUTS or b_layout == "r", "a paired product's B rows are K-contiguous"
+    assert (output == "rope") == (heads is not None), "the heads are the rotary product's"
+    if heads is not None and (n != (heads["heads"] + 2 * heads["kv_heads"]) * 64 or m % heads["seq"]):
+        raise ImageError(f"a rotary product of m={m} n={n} does not hold whole sequences and heads {dict(heads)}")
     t = TILE_CANDIDATES[tile]
     name = "tiled-" + product_key(a_layout, b_layout, m, n, k, residual, output)
     family = "tiled-add" if residual else PRODUCT_OUTPUTS[output][0]
@@ -637,7 +643,7 @@ def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
                  k=k, residual=int(residual), block_m=t.block_m, block_n=t.block_n, block_k=t.block_k,
                  stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, k_blocks=t.k_blocks,
                  wgmma=t.wgmma,
-                 half=half)
+                 half=half, **(heads or {}))
 
 
 # The streaming attention images: each block walks the key (or query) tiles
@@ -653,24 +659,6 @@ def attention_parts(family: str, batch: int, seq: int, heads: int, kv_heads: int
     blocks lose (8 x 1024: one layer's attention 195 -> 226 us)."""
     blocks = batch * (kv_heads if family == "attention-key" else heads) * (seq // 64)
     return 2 if blocks < 2 * FILL_BLOCKS else 1
-
-
-def rope_warps(tokens: int) -> int:
-    """Four warps a token when the launch has fewer blocks than two waves of
-    the device, else one: with few blocks a warp a token leaves too few loads
-    in flight, with many the larger blocks lose. On the H200, the 16
-    launches of an update (qk-rope, and inverse-rope-qkv when it took a
-    block per eight tokens too), in us: 1 x 1024 45.8, 47.6 with four warps
-    against 47.6, 72.4 with one; 8 x 1024 276, 393 with four against 200, 340
-    with one."""
-    return 4 if tokens // ROPE_TOKENS < 2 * FILL_BLOCKS else 1
-
-
-def rope(batch: int, seq: int, heads: int, kv_heads: int, half: str) -> Image:
-    """The image that turns the queries and keys by the rotary angles
-    (qk-rope) at the shape."""
-    return image("qk-rope", batch=batch, seq=seq, heads=heads, kv_heads=kv_heads, tokens=ROPE_TOKENS,
-                 warps=rope_warps(batch * seq), half=half)
 
 
 def attention(family: str, batch: int, seq: int, heads: int, kv_heads: int, half: str) -> Image:

@@ -1,5 +1,6 @@
-// C (M x N, binary32; rounded to the half format in tiled-half and tiled-gated,
-// which also writes the gated activation: see GATED) = A B (+ R):
+// C (M x N, binary32; rounded to the half format in tiled-half, tiled-gated,
+// which also writes the gated activation (see GATED), and tiled-rope, which
+// stores it by head, its queries and keys turned (see ROPE)) = A B (+ R):
 // half operands, binary32 accumulation on the tensor cores (mma.sync
 // m16n8k16). A block computes a BLOCK_M x BLOCK_N tile of C with WARPS_M x
 // WARPS_N warps; K is walked in steps of BLOCK_K through a
@@ -152,13 +153,43 @@ static_assert(!B_COLUMNS && K_GROUPS == 1 && K_BLOCKS == 1,
               "B's rows K-contiguous, each tile's n-tiles whole in one place (no K split)");
 #else
 constexpr bool GATED = false;
+#endif
+
+#if defined(IMAGE_FAMILY_TILED_ROPE)
+// The queries, keys and values as one product, the rotary turn in its
+// epilogue, C stored by head (the seed's qk-rope launch, no launch of its
+// own): C's columns are the query heads', then the key heads', then the value
+// heads', 64 each; columns i and i + 32 (i < 32) of a query or key head turn
+// together by the angle of rotary column i at the row's position. A tile of
+// 64-column heads takes each head's column i beside column i + 32, PAIRED
+// columns of the first 32 alternating with the same of the last 32, so that
+// the thread holding one holds its partner (n-tile j's is j + PAIRED / 8):
+// the warpgroups hold a tile's whole width, so PAIRED is 32 and the columns
+// keep their order; the warps pair the n-tiles of each 16 columns.
+constexpr bool ROPE = true;
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr int PAIRED = WGMMA >= 1 ? 32 : 8;
+#else
+constexpr int PAIRED = 8;
+#endif
+constexpr int ROTATED = (HEADS + KV_HEADS) * 64;  // the query and key heads' columns
+static_assert(!B_COLUMNS && K_GROUPS == 1 && K_BLOCKS == 1 && N == ROTATED + KV_HEADS * 64 && M % SEQ == 0,
+              "B's rows K-contiguous, each tile's heads whole in one place (no K split), whole sequences");
+#else
+constexpr bool ROPE = false;
+#endif
+#if !defined(IMAGE_FAMILY_TILED_GATED) && !defined(IMAGE_FAMILY_TILED_ROPE)
 constexpr int PAIRED = BLOCK_N;
 #endif
 
 // B's row, and C's column, of a tile's row (column) t < BLOCK_N, the tile's
-// first at tile_n: itself, but in the gated product (see above)
+// first at tile_n: itself, but in the gated and the rotary products (see above)
 __device__ __forceinline__ int paired(int tile_n, int t) {
   if constexpr (GATED) return (t / PAIRED) % 2 * (N / 2) + tile_n / 2 + t / (2 * PAIRED) * PAIRED + t % PAIRED;
+  if constexpr (ROPE && PAIRED < 32) {
+    const int u = t % 64;  // in its head
+    return tile_n + t - u + (u / PAIRED) % 2 * 32 + u / (2 * PAIRED) * PAIRED + u % PAIRED;
+  }
   return tile_n + t;
 }
 
@@ -232,7 +263,7 @@ struct Operand {
 };
 
 using OperandA = Operand<A_COLUMNS, BLOCK_M, M>;
-using OperandB = Operand<B_COLUMNS, BLOCK_N, N, GATED>;
+using OperandB = Operand<B_COLUMNS, BLOCK_N, N, GATED || ROPE>;
 constexpr int STAGE_HALVES = OperandA::HALVES + OperandB::HALVES;
 
 #if defined(IMAGE_FAMILY_TILED_ADD)
@@ -249,14 +280,24 @@ struct Gated {
 };
 #define EPILOGUE_PARAMETER , Gated gated
 #define EPILOGUE_ARGUMENT , gated
+#elif defined(IMAGE_FAMILY_TILED_ROPE)
+static_assert(RESIDUAL == 0, "tiled-rope adds no residual");
+// where the heads go ([batch][head][seq][64] each, the half format) and the
+// rotary tables ([32][SEQ] binary32, column-major)
+struct Rope {
+  HALF *queries, *keys, *values;
+  const float *cosine, *sine;
+};
+#define EPILOGUE_PARAMETER , Rope rope
+#define EPILOGUE_ARGUMENT , rope
 #else
 static_assert(RESIDUAL == 0, "tiled adds no residual");
 #define EPILOGUE_PARAMETER
 #define EPILOGUE_ARGUMENT
 #endif
 
-// C's elements: binary32, or (tiled-half, tiled-gated) rounded to the half format
-#if defined(IMAGE_FAMILY_TILED_HALF) || defined(IMAGE_FAMILY_TILED_GATED)
+// C's elements: binary32, or (tiled-half, tiled-gated, tiled-rope) rounded to the half format
+#if defined(IMAGE_FAMILY_TILED_HALF) || defined(IMAGE_FAMILY_TILED_GATED) || defined(IMAGE_FAMILY_TILED_ROPE)
 #define HALF_C 1
 typedef HALF C_ELEMENT;
 #else
@@ -303,16 +344,66 @@ __device__ __forceinline__ void store_pair(HALF* c, int row, int column, float v
 // part. (The warps' path, which other cards take, stores words: for sm_86 the
 // certificate's schedule check refused the exchange's machine code, a
 // shuffle's result read on a path it could not rule out.)
+// (`at`: the thread's first pair's place; the row's 16 halves lie side by side.)
+__device__ __forceinline__ void store_tile_pair_at(HALF* at, float a0, float a1, float b0, float b1) {
+  const unsigned a = pack_halves(a0, a1), b = pack_halves(b0, b1);
+  const bool odd = threadIdx.x & 1;  // lane % 4 odd: the n-tile j + 1 half of the row's 16 halves
+  const unsigned theirs = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
+  store_c(reinterpret_cast<uint2*>(at + (odd ? 6 : 0)), odd ? make_uint2(theirs, b) : make_uint2(a, theirs));
+}
+
 // (Rows of LENGTH halves: C's, or the gated activation's.)
 template <int LENGTH = N>
 __device__ __forceinline__ void store_tile_pair(HALF* c, int row, int column, float a0, float a1, float b0,
                                                 float b1) {
-  const unsigned a = pack_halves(a0, a1), b = pack_halves(b0, b1);
-  const bool odd = threadIdx.x & 1;  // lane % 4 odd: the n-tile j + 1 half of the row's 16 halves
-  const unsigned theirs = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
-  store_c(reinterpret_cast<uint2*>(c + static_cast<size_t>(row) * LENGTH + column + (odd ? 6 : 0)),
-          odd ? make_uint2(theirs, b) : make_uint2(a, theirs));
+  store_tile_pair_at(c + static_cast<size_t>(row) * LENGTH + column, a0, a1, b0, b1);
 }
+#endif
+
+#if defined(IMAGE_FAMILY_TILED_ROPE)
+// C's place at (row, column) in the heads' layout: row b SEQ + s, column
+// head 64 + i
+__device__ __forceinline__ HALF* head_place(const Rope& rope, int row, int column) {
+  const int b = row / SEQ, s = row % SEQ, head = column / 64;
+  HALF* const base = head < HEADS ? rope.queries : head < HEADS + KV_HEADS ? rope.keys : rope.values;
+  const int heads = head < HEADS ? HEADS : KV_HEADS, h = head < HEADS ? head : (head - HEADS) % KV_HEADS;
+  return base + (static_cast<size_t>(b * heads + h) * SEQ + s) * 64 + column % 64;
+}
+
+// A head's columns i and i + 32 of a row turned by the angle of rotary
+// column i at the row's position (c, sn its cosine and sine), from both as
+// the half format rounds them (as C keeps them; qk-rope turned C's halves
+// so), in binary32:
+//   x <- x cos - y sin, y <- y cos + x sin
+__device__ __forceinline__ void turn(float& x, float& y, float c, float sn) {
+  const float x0 = to_float(to_half(x)), x1 = to_float(to_half(y));
+  x = x0 * c - x1 * sn;
+  y = x1 * c + x0 * sn;
+}
+
+// The angles a warpgroup thread turns with (PAIRED 32): of its columns i =
+// 2 (lane % 4) + 8 q + e (q < 4, e < 2) of each head, the same in every head
+// of its tile, at its two rows' positions; [half row][2 q + e]. A tile's
+// walk reads them before its products, so that the loads land while those
+// run.
+struct Angles {
+  float cosine[2][8], sine[2][8];
+};
+
+__device__ __forceinline__ Angles angles_of(const Rope& rope, int row0, int column0) {
+  Angles angles;
+#pragma unroll
+  for (int half_row = 0; half_row < 2; ++half_row)
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const int at = (column0 % 64 + 8 * (q / 2) + q % 2) * SEQ + (row0 + 8 * half_row) % SEQ;
+      angles.cosine[half_row][q] = rope.cosine[at];
+      angles.sine[half_row][q] = rope.sine[at];
+    }
+  return angles;
+}
+#else
+struct Angles {};
 #endif
 
 #if defined(IMAGE_FAMILY_TILED_GATED)
@@ -510,10 +601,33 @@ __device__ __forceinline__ void multiply_stage(float (&d)[BLOCK_N / 2], const HA
 // The epilogue of a warpgroup's d (its thread's first row and column), CHUNK
 // n-tiles at a time (a chunk's R read before its C is stored); d's elements,
 // n-tile j: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
+// (A rotary product's `early`: the thread's angles, read before the tile's
+// products; else they are read here.)
 template <int CHUNK = BLOCK_N / 8, int D_TILES = BLOCK_N / 8>
 __device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[4 * D_TILES], int row0, int column0
-                                                EPILOGUE_PARAMETER) {
-#if HALF_C
+                                                EPILOGUE_PARAMETER, const Angles* early = nullptr) {
+#if defined(IMAGE_FAMILY_TILED_ROPE)
+  // each query and key head's n-tiles j < 4 turned with their partners
+  // j + 4, then every head's pairs of n-tiles stored in its place
+  static_assert(D_TILES == BLOCK_N / 8 && PAIRED == 32, "the whole tile, its heads whole, its columns in order");
+  const Angles angles = early ? *early : angles_of(rope, row0, column0);
+#pragma unroll
+  for (int h = 0; h < BLOCK_N / 64; ++h)
+    if (column0 + 64 * h < ROTATED)  // a query or key head (the thread's columns lie in the head's first 8)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = 8 * h + q;
+          turn(d[4 * j + e], d[4 * (j + 4) + e], angles.cosine[e / 2][2 * q + e % 2], angles.sine[e / 2][2 * q + e % 2]);
+        }
+#pragma unroll
+  for (int j = 0; j < D_TILES; j += 2)
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row)
+      store_tile_pair_at(head_place(rope, row0 + 8 * half_row, column0 + 8 * j), d[4 * j + 2 * half_row],
+                         d[4 * j + 2 * half_row + 1], d[4 * j + 4 + 2 * half_row], d[4 * j + 5 + 2 * half_row]);
+#elif HALF_C
 #pragma unroll
   for (int j = 0; j < D_TILES; j += 2)
 #pragma unroll
@@ -642,6 +756,27 @@ __device__ __forceinline__ void store_warps(C_ELEMENT* c, float (&accumulator)[T
         store_pair(c, row, column + N / 2, x[e], x[e + 1]);
         store_c(reinterpret_cast<unsigned*>(gated.out + static_cast<size_t>(row) * (N / 2) + column),
                 pack_halves(gated_value(gated, u[e], x[e]), gated_value(gated, u[e + 1], x[e + 1])));
+      }
+#elif defined(IMAGE_FAMILY_TILED_ROPE)
+  // each even n-tile a head's columns i (PAIRED 8), the next their partners
+  // i + 32, turned where the head is a query's or a key's
+#pragma unroll
+  for (int i = 0; i < TILES_M; ++i)
+#pragma unroll
+    for (int j = 0; j < TILES_N; j += 2)
+#pragma unroll
+      for (int half_row = 0; half_row < 2; ++half_row) {
+        float(&x)[4] = accumulator[i][j], (&y)[4] = accumulator[i][j + 1];
+        const int row = row0 + 16 * i + 8 * half_row, column = paired_column(column0 + 8 * j), e = 2 * half_row;
+        if (column < ROTATED) {
+#pragma unroll
+          for (int f = 0; f < 2; ++f) {
+            const int at = (column % 64 + f) * SEQ + row % SEQ;
+            turn(x[e + f], y[e + f], rope.cosine[at], rope.sine[at]);
+          }
+        }
+        store_c(reinterpret_cast<unsigned*>(head_place(rope, row, column)), pack_halves(x[e], x[e + 1]));
+        store_c(reinterpret_cast<unsigned*>(head_place(rope, row, column + 32)), pack_halves(y[e], y[e + 1]));
       }
 #else
   finish(c, [&](auto visit) {
@@ -776,6 +911,9 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
   for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
     const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
     const int row0 = block_m + warpgroup * 64 + warp * 16 + (lane >> 2), column0 = block_n + 2 * (lane & 3);
+#if defined(IMAGE_FAMILY_TILED_ROPE)
+    const Angles angles = angles_of(rope, row0, column0);
+#endif
 #if defined(IMAGE_FAMILY_TILED_ADD)
     // the thread's R, read before the tile's products so that the loads land
     // while they run (each element by the thread that stores C there: c may
@@ -814,6 +952,8 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
         v1 += residual[j][half_row].y;
         store_pair(c, row0 + 8 * half_row, column0 + 8 * j, v0, v1);
       }
+#elif defined(IMAGE_FAMILY_TILED_ROPE)
+    store_warpgroup(c, d, row0, column0, rope, &angles);
 #else
     store_warpgroup(c, d, row0, column0 EPILOGUE_ARGUMENT);
 #endif
@@ -1010,6 +1150,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
 image(C_ELEMENT* __restrict__ c, HALF* __restrict__ gated_out, const HALF* __restrict__ a, const HALF* __restrict__ b,
       float sqrt_two_over_pi, float cubic, float half, float one TENSOR_MAP_PARAMETERS) {
   const Gated gated{gated_out, sqrt_two_over_pi, cubic, half, one};
+#elif defined(IMAGE_FAMILY_TILED_ROPE)
+extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
+image(HALF* __restrict__ queries, HALF* __restrict__ keys, HALF* __restrict__ values, const HALF* __restrict__ a,
+      const HALF* __restrict__ b, const float* __restrict__ cosine, const float* __restrict__ sine
+      TENSOR_MAP_PARAMETERS) {
+  const Rope rope{queries, keys, values, cosine, sine};
+  HALF* const c = nullptr;  // C goes by head (head_place), through `rope`
 #else
 extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
 image(C_ELEMENT* __restrict__ c, const HALF* __restrict__ a, const HALF* __restrict__ b TENSOR_MAP_PARAMETERS) {

@@ -11,7 +11,8 @@ refuses there, is timed but never chosen. Each candidate is checked before
 it is timed: fresh random operands (never zeros), C poisoned with NaN, the
 relative error against a float64 product on the GPU must be under 1e-4 (1e-3
 for a C in the half format; a gated product's activation, against the
-activation of its own C, too). A time is one launch's share of a graph of
+activation of its own C, too; a rotary product's heads, against its C
+rounded and turned by random angles). A time is one launch's share of a graph of
 REPEATS launches back to back (the plan's own gaps); the anchors are
 torch.matmul with half output timed the same way (a captured CUDA graph),
 and cuBLAS making what the product makes: C in binary32 where the product's
@@ -67,7 +68,9 @@ def bound(output: str) -> float:
 
 
 def shapes(batches: list[int]) -> dict[str, tuple]:
-    """key -> (a layout, b layout, m, n, k, residual, half, output) of every product the plans launch."""
+    """key -> (a layout, b layout, m, n, k, residual, half, output, heads) of
+    every product the plans launch (heads: the rotary product's seq, heads
+    and kv_heads, else None)."""
     out = {}
     for batch in batches:
         plan = build_plan(replace(DEFAULT, shape=replace(DEFAULT.shape, batch=batch)))
@@ -75,7 +78,9 @@ def shapes(batches: list[int]) -> dict[str, tuple]:
             if img.family in PRODUCT_FAMILIES:
                 c = img.constant_map
                 output = OUTPUT_OF_FAMILY.get(img.family, "binary32")  # tiled-add's C is binary32
-                shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"], output)
+                heads = {key: c[key] for key in ("seq", "heads", "kv_heads")} if output == "rope" else None
+                shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"], output,
+                         heads)
                 out[product_key(*shape[:6], output)] = shape
     return out
 
@@ -86,7 +91,7 @@ def candidates(shape: tuple, shared_limit: int) -> list[int]:
 
 
 def _image(shape: tuple, tile: int):
-    return tiled_image(*shape[:7], tile, shape[7])
+    return tiled_image(*shape[:7], tile, shape[7], shape[8])
 
 
 def _compile(job: tuple) -> None:
@@ -141,7 +146,34 @@ def _error(got, want) -> float:
     return float(torch.linalg.norm(got.double() - want) / torch.linalg.norm(want))
 
 
-def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output) -> dict:
+class Heads:
+    """The rotary product's outputs (poisoned) and tables (random angles),
+    and what it should write: C as the half format rounds it, by head, the
+    queries and keys turned (qk-rope's rule, kernels/tiled.cu)."""
+
+    def __init__(self, m: int, heads: dict, dtype):
+        seq, h, kv = heads["seq"], heads["heads"], heads["kv_heads"]
+        self.shape, self.rotated = (m // seq, h + 2 * kv, seq, 64), h + kv
+        self.out = {name: torch.full((m * count * 64,), float("nan"), device="cuda", dtype=dtype)
+                    for name, count in (("queries", h), ("keys", kv), ("values", kv))}
+        angles = torch.rand(32, seq, device="cuda", dtype=torch.float64) * 2 * torch.pi
+        self.cosine, self.sine = torch.cos(angles).float(), torch.sin(angles).float()
+
+    def pointers(self) -> dict[str, int]:
+        return {name: t.data_ptr() for name, t in self.out.items()} | {"cosine": self.cosine.data_ptr(),
+                                                                       "sine": self.sine.data_ptr()}
+
+    def error(self, expected, dtype) -> float:
+        b, count, seq, _ = self.shape
+        want = expected.to(dtype).double().view(b, seq, count, 64).transpose(1, 2).clone()
+        cos, sin = self.cosine.double().t(), self.sine.double().t()  # [seq][32]
+        x0, x1 = want[:, : self.rotated, :, :32].clone(), want[:, : self.rotated, :, 32:].clone()
+        want[:, : self.rotated, :, :32], want[:, : self.rotated, :, 32:] = x0 * cos - x1 * sin, x1 * cos + x0 * sin
+        got = torch.cat([t.view(b, -1, seq, 64) for t in self.out.values()], dim=1)
+        return _error(got, want)
+
+
+def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output, heads) -> dict:
     """Every tile that serves the product within the device's shared memory, timed."""
     dtype = DTYPES[half]
     a = torch.randn((k, m) if a_layout == "c" else (m, k), device="cuda").to(dtype)
@@ -156,13 +188,15 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output) -> di
     if not error < bound(output):
         raise SystemExit(f"cuBLAS's {a_layout}{b_layout} {m}x{n}x{k}: relative error {error:.2e}")
     row["same_us"] = torch_graph_us(same, REPEATS)
-    shape = (a_layout, b_layout, m, n, k, residual, half, output)
+    shape = (a_layout, b_layout, m, n, k, residual, half, output, heads)
     for tile in candidates(shape, device.shared_limit):
         img = _image(shape, tile)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32 if output == "binary32" else dtype)
         activation = torch.full((m, n // 2), float("nan"), device="cuda", dtype=dtype)
-        pointers = ({"c": c.data_ptr(), "a": a.data_ptr(), "b": b.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
-                    | ({"gated": activation.data_ptr()} if output == "gated" else {}))
+        by_head = Heads(m, heads, dtype) if output == "rope" else None
+        pointers = ({"a": a.data_ptr(), "b": b.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
+                    | ({"gated": activation.data_ptr()} if output == "gated" else {})
+                    | (by_head.pointers() if by_head else {"c": c.data_ptr()}))
         cubin = compile_image(img, device.arch)
         block = launch_parameters(img, img.parameter_block(pointers, GELU), cubin)
         kernel = driver.load_kernel(cubin, img.shared_bytes)
@@ -170,7 +204,7 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output) -> di
             grid = img.grid({})
             driver.launch(kernel, grid, img.block, img.shared_bytes, block)
             driver.synchronize()
-            error = _error(c, expected)
+            error = by_head.error(expected, dtype) if by_head else _error(c, expected)
             if output == "gated":  # the activation of the product's own rounded up and gate
                 up, gate = c[:, : n // 2].double(), c[:, n // 2:].double()
                 want = torch.nn.functional.gelu(gate, approximate="tanh") * up

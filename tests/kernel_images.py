@@ -3,8 +3,8 @@ the kernel tests."""
 
 from __future__ import annotations
 
-from planner.kernels.manifest import (FAMILIES, PRODUCT_FAMILIES, ROPE_TOKENS, STREAMING_ATTENTION,
-                                      TILE_CANDIDATES, Image, image, layernorm_parts, product, rope, tiled_image)
+from planner.kernels.manifest import (FAMILIES, PRODUCT_FAMILIES, STREAMING_ATTENTION, TILE_CANDIDATES, Image, image,
+                                      layernorm_parts, product, tiled_image)
 from planner.model.config import Shape
 
 DEFAULT = Shape()
@@ -15,13 +15,17 @@ GROUPED = Shape(layers=2, width=256, heads=4, kv_heads=2, ffn=512, vocab=512, se
 ADAMW_ELEMENTS = 1_200_004
 
 
+def _heads(s: Shape) -> dict[str, int]:
+    return {"seq": s.seq, "heads": s.heads, "kv_heads": s.kv_heads}
+
+
 def products(s: Shape, half: str) -> list[Image]:
     """The model's products: the forward's X W^T (rows, rows), the data
     gradients' dY W (rows, columns), the weight gradients' dY^T X (columns,
     columns); some add a residual; those the plan rounds to the half format
-    (the queries, keys and values, the gated activation's gradient) also with
-    C in it; the up and gate projections as one product with the gated
-    activation in its epilogue."""
+    (the gated activation's gradient) also with C in it; the queries, keys
+    and values as one product with the rotary turn in its epilogue, the up
+    and gate projections as one with the gated activation in its."""
     t, w, q, f, v = s.tokens, s.width, s.qkv_width, s.ffn, s.vocab
     shapes = [("r", "r", t, q, w, False), ("r", "r", t, w, w, True), ("r", "r", t, f, w, False),
               ("r", "r", t, w, f, True), ("r", "r", t, v, w, False),
@@ -30,7 +34,8 @@ def products(s: Shape, half: str) -> list[Image]:
               ("c", "c", q, w, t, False), ("c", "c", w, w, t, False), ("c", "c", f, w, t, False),
               ("c", "c", w, f, t, False), ("c", "c", v, w, t, False)]
     return ([product(a, b, m, n, k, r, half) for a, b, m, n, k, r in shapes]
-            + [product("r", "r", t, q, w, False, half, "half"), product("r", "r", t, 2 * f, w, False, half, "gated"),
+            + [product("r", "r", t, q, w, False, half, "rope", _heads(s)),
+               product("r", "r", t, 2 * f, w, False, half, "gated"),
                product("r", "c", t, f, w, False, half, "half")])
 
 
@@ -48,9 +53,6 @@ def family_images(s: Shape, half: str) -> list[Image]:
         # the block of eight warps that eight times the rows take
         image("layernorm-backward-add", "layernorm-backward-add-rows8x", rows=8 * s.tokens, width=s.width,
               parts=layernorm_parts(8 * s.tokens), half=half),
-        rope(**heads),
-        # the rotary image with a warp a token, as a plan of many tokens takes it
-        image("qk-rope", "qk-rope-warps1", tokens=ROPE_TOKENS, warps=1, **heads),
         # each streaming attention image in every part count it may take
         *(image(f, f"{f}-parts{p}", parts=p, **heads)
           for f in STREAMING_ATTENTION for p in (1, 2)),
@@ -75,15 +77,15 @@ def all_images(s: Shape, half: str) -> list[Image]:
 
 
 # the families whose bfloat16 images are checked too (those that convert halves)
-BFLOAT16_FAMILIES = ("cast-down", "cross-entropy-backward", "layernorm-forward", "layernorm-backward-add", "qk-rope",
+BFLOAT16_FAMILIES = ("cast-down", "cross-entropy-backward", "layernorm-forward", "layernorm-backward-add",
                      "attention-forward", "attention-query", "attention-key", "token-to-head", "inverse-rope-qkv",
                      "adamw", "gated-gelu-backward")
 
 
 def bfloat16_images() -> list[Image]:
     """At the grouped shape: the families that convert halves, one product of
-    each operand layout (with and without a residual), the half products and
-    the gated product."""
+    each operand layout (with and without a residual), the rotary, gated and
+    half products."""
     chosen = [i for i in family_images(GROUPED, "bfloat16") if i.family in BFLOAT16_FAMILIES]
     return chosen + [products(GROUPED, "bfloat16")[i] for i in (0, 1, 5, 8, 11, 16, 17, 18)]
 
@@ -112,6 +114,14 @@ def gated_images() -> list[tuple[int, Image]]:
     return [(i, tiled_image("r", "r", 256, 256, 512, False, "binary16", i, "gated")) for i in GATED_TILES]
 
 
+# a rotary product's tile on the same paths (a 64-wide tile holds one
+# head), at the grouped shape: a tile's heads the queries', the keys' or the
+# values' (WGMMA 3 takes local memory here too)
+def rope_images() -> list[tuple[int, Image]]:
+    return [(i, tiled_image("r", "r", GROUPED.tokens, GROUPED.qkv_width, GROUPED.width, False, "binary16", i, "rope",
+                            _heads(GROUPED))) for i in GATED_TILES]
+
+
 # (case name, shape, image): the default shape, the small shape, the bfloat16
 # cases, every tile
 CASES: list[tuple[str, Shape, Image]] = (
@@ -120,4 +130,5 @@ CASES: list[tuple[str, Shape, Image]] = (
     + [(f"bfloat16-{i.name}", GROUPED, i) for i in bfloat16_images()]
     + [(f"tile-{n}-{i.name}", SMALL, i) for n, i in enumerate(tile_images())]
     + [(f"gated-tile-{n}-{i.name}", SMALL, i) for n, i in gated_images()]
+    + [(f"rope-tile-{n}-{i.name}", GROUPED, i) for n, i in rope_images()]
 )

@@ -116,9 +116,6 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
         stats = _f32(reference("layernorm-forward", c, x, scalars)["statistics"])
         residual = {"residual": _normal(rng, n)} if f == "layernorm-backward-add" else {}
         return {"x": x["in"], "dy": _normal(rng, n), "gamma": x["gamma"], "statistics": stats} | residual, scalars
-    if f == "qk-rope":
-        qkv = _halves(rng, c["batch"] * c["seq"] * (c["heads"] + 2 * c["kv_heads"]) * 64, half)
-        return {"qkv": qkv} | _tables(rng, c["seq"]), {}
     if f.startswith("attention-"):
         return _attention_inputs(c, rng), ATTENTION_SCALARS
     if f == "token-to-head":
@@ -156,6 +153,8 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
     if f in PRODUCTS:
         m, n, k = c["m"], c["n"], c["k"]
         x = {"a": _halves(rng, m * k, half), "b": _halves(rng, n * k, half)}
+        if f == "tiled-rope":
+            return x | _tables(rng, c["seq"]), {}
         return x | ({"r": _normal(rng, m * n)} if c["residual"] else {}), GELU_SCALARS if f == "tiled-gated" else {}
     raise AssertionError(f"no inputs for family {f}")
 

@@ -116,7 +116,8 @@ def expected_counts(config) -> dict[str, int]:
     lay = seed_layout(config)
     elements = lay.parameter_bytes // 4
     per_bank = ceil(elements / MAXIMUM_ELEMENTS)
-    forward = 1 + 8 * L + 3              # gather; 8 a layer (the gated activation in its product); norm, logits, last row
+    # gather; 7 a layer (the rotary turn and the gated activation in their products); norm, logits, last row
+    forward = 1 + 7 * L + 3
     # loss; its gradient (in the half format); the output's two products and
     # layer norm backward (sums, parameters); 17 a layer; ids' copy, scatter
     backward = 3 + 1 + 4 + 17 * L + 2
@@ -207,7 +208,7 @@ def test_launch_and_submission_counts(config):
     assert per_phase["coppelius/ffn-gate"] == 5 * L and per_phase["coppelius/qkv"] == 5 * L
     assert per_phase["coppelius/head-layout"] == L and per_phase["coppelius/attention-head"] == 2 * L
     # the prediction's, the update's, the final's, the evaluation's
-    assert per_phase["coppelius/layer"] == 8 * L * 4
+    assert per_phase["coppelius/layer"] == 7 * L * 4
     assert per_phase["coppelius/adamw"] == pieces * want["adamw"]
 
 
@@ -344,19 +345,25 @@ def test_the_logits_gradient_is_written_once_in_the_half_format(default_plan):
 
 
 def test_products_read_only_in_the_half_format_write_it(default_plan):
-    """Each layer's queries, keys and values, up and gate projections (every
-    forward; the up and gate projections one product) and gated activation's
-    gradient (the backward) are written in the half format, C's extent half
-    a binary32 one's; the up and gate projections' product writes the gated
-    activation too (half as many halves)."""
+    """Each layer's queries, keys and values (by head), up and gate
+    projections (every forward; each three one product) and gated
+    activation's gradient (the backward) are written in the half format,
+    C's extent half a binary32 one's; the up and gate projections' product
+    writes the gated activation too (half as many halves)."""
     s = DEFAULT.shape
     halves = [l for l in default_plan.launches
               if l.image.endswith(("-half", "-gated")) and l.image.startswith("tiled")]
+    rotary = [l for l in default_plan.launches if l.image.endswith("-rope")]
     # the update's forward and backward, and the other submissions' forwards
-    per_forward = 2 * s.layers
-    assert {l.image for l in halves} == {f"tiled-rr-m{s.tokens}-n{s.qkv_width}-k{s.width}-half",
-                                         f"tiled-rr-m{s.tokens}-n{2 * s.ffn}-k{s.width}-gated",
+    per_forward = s.layers
+    assert {l.image for l in halves} == {f"tiled-rr-m{s.tokens}-n{2 * s.ffn}-k{s.width}-gated",
                                          f"tiled-rc-m{s.tokens}-n{s.ffn}-k{s.width}-half"}
+    assert {l.image for l in rotary} == {f"tiled-rr-m{s.tokens}-n{s.qkv_width}-k{s.width}-rope"}
+    assert len(rotary) % per_forward == 0 and len(rotary) == sum(l.image.endswith("-gated") for l in halves)
+    for l in rotary:
+        written = [a.stop - a.start for a in l.accesses if a.writes]
+        assert sorted(a.argument for a in l.accesses if a.writes) == ["keys", "queries", "values"]
+        assert sum(written) == s.tokens * s.qkv_width * 2
     assert sum(l.image.startswith("tiled-rc") for l in halves) == s.layers
     assert (len(halves) - s.layers) % per_forward == 0
     for l in halves:

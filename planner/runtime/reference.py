@@ -166,14 +166,6 @@ def _tables(x) -> tuple[np.ndarray, np.ndarray]:
     return _f64(x["cosine"]).reshape(32, -1), _f64(x["sine"]).reshape(32, -1)
 
 
-def _qk_rope(c, x, s):
-    heads = _qkv(c, half_to_float(x["qkv"], c["half"]))
-    rotated = _rotate(heads[:, : c["heads"] + c["kv_heads"]], *_tables(x), sign=1)
-    values = _qkv(c, x["qkv"])[:, c["heads"] + c["kv_heads"]:]  # [b][g][s][64], the halves moved as they are
-    return {"queries": rotated[:, : c["heads"]].reshape(-1), "keys": rotated[:, c["heads"]:].reshape(-1),
-            "values": np.ascontiguousarray(values).reshape(-1)}
-
-
 def _token_to_head(c, x, s):
     merged = x["merged"].reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
     heads = float_to_half(np.ascontiguousarray(merged).reshape(-1), c["half"])
@@ -363,6 +355,19 @@ def _tiled_gated(c, x, s):
     return {"c": out, "gated": 0.5 * gate * (1.0 + th) * up}
 
 
+def _tiled_rope(c, x, s):
+    """The queries, keys and values by head, from C as the half format
+    rounds it, the queries and keys turned (the seed's qk-rope, in the
+    product's epilogue); the values as C is."""
+    c = {**c, "batch": c["m"] // c["seq"]}
+    product = _tiled(c, x, s)["c"]
+    heads = _qkv(c, half_to_float(float_to_half(product, c["half"]), c["half"]))
+    rotated = _rotate(heads[:, : c["heads"] + c["kv_heads"]], *_tables(x), sign=1)
+    values = _qkv(c, product)[:, c["heads"] + c["kv_heads"]:]  # [b][g][s][64]
+    return {"queries": rotated[:, : c["heads"]].reshape(-1), "keys": rotated[:, c["heads"]:].reshape(-1),
+            "values": np.ascontiguousarray(values).reshape(-1)}
+
+
 _PRODUCT = {"c": F32, "a": HALF, "b": HALF}
 
 REFERENCES: dict[str, Reference] = {
@@ -383,8 +388,6 @@ REFERENCES: dict[str, Reference] = {
                                         _layernorm_backward_add),
     "layernorm-parameters": Reference({"gamma_gradient": F32, "beta_gradient": F32, "partials": F32},
                                       _layernorm_parameters),
-    "qk-rope": Reference({"queries": HALF, "keys": HALF, "values": HALF, "qkv": HALF, "cosine": F32, "sine": F32},
-                         _qk_rope),
     "attention-forward": Reference({"q": HALF, "k": HALF, "v": HALF, "out": HALF, "log_sum_exp": F32},
                                    _attention_forward),
     "attention-query": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
@@ -407,6 +410,8 @@ REFERENCES: dict[str, Reference] = {
     "tiled-add": Reference(_PRODUCT | {"r": F32}, _tiled),
     "tiled-half": Reference(_PRODUCT | {"c": HALF}, _tiled),
     "tiled-gated": Reference(_PRODUCT | {"c": HALF, "gated": HALF}, _tiled_gated),
+    "tiled-rope": Reference({"queries": HALF, "keys": HALF, "values": HALF, "a": HALF, "b": HALF, "cosine": F32,
+                             "sine": F32}, _tiled_rope),
 }
 
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from planner.kernels.manifest import Image, attention, image, layernorm_parts, product, rope
+from planner.kernels.manifest import Image, attention, image, layernorm_parts, product
 from planner.model import float32 as f32
 from planner.model.config import Config
 from planner.schedule.arena import STAGING, Layout
@@ -338,14 +338,16 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
         # the queries, keys and values, the up and gate projections (and, in
         # the backward, the gated activation's gradient) in the half format:
         # their readers round what they make of them to it, so they are
-        # written and read at half the bytes
-        tiled(b, "r", "r", T, s.qkv_width, W, lay.at("qkv"), sv("norm1-half"), h("qkv"), output="half")
+        # written and read at half the bytes. The queries, keys and values
+        # go by head, the queries and keys turned by the rotary angles, in
+        # the product's epilogue (the seed's qk-rope, no launch of its own);
         # the values by head, as the backward reads them, where the seed
         # keeps V^T: the forward reads the same tiles as columns, so neither
         # the seed's value transpose nor the backward's transpose back is made
-        b.launch(rope(s.batch, s.seq, s.heads, s.kv_heads, _half(b.config)),
-                 {"queries": sv("queries"), "keys": sv("keys"), "values": sv("values"), "qkv": lay.at("qkv"),
-                  "cosine": lay.at("rotary-cosine"), "sine": lay.at("rotary-sine")})
+        heads = {"seq": s.seq, "heads": s.heads, "kv_heads": s.kv_heads}
+        b.launch(product("r", "r", T, s.qkv_width, W, False, _half(b.config), "rope", heads),
+                 {"queries": sv("queries"), "keys": sv("keys"), "values": sv("values"), "a": sv("norm1-half"),
+                  "b": h("qkv"), "cosine": lay.at("rotary-cosine"), "sine": lay.at("rotary-sine")})
         b.launch(_attention(b, "attention-forward"),
                  {"q": sv("queries"), "k": sv("keys"), "v": sv("values"), "out": sv("merged-half"),
                   "log_sum_exp": sv("log-sum-exp")}, stream_scale=c.stream_scale)
