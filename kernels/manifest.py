@@ -171,13 +171,14 @@ def _product_block(c: Constants) -> int:
 
 
 def _product_grid(c: Constants, s: Scalars) -> tuple[int, int, int]:
-    """A block per tile of C (by its K blocks); with WGMMA 2 and 3 at most a
-    wave of blocks, each walking the tiles t, t + grid, ..., unless K is
-    split across a cluster's blocks (then a block per tile and K share)."""
+    """A block per tile of C (by its K blocks); with WGMMA 2 and 3 at most
+    `per_sm` waves of blocks (as many as a multiprocessor holds at once),
+    each walking the tiles t, t + grid, ..., unless K is split across a
+    cluster's blocks (then a block per tile and K share)."""
     along_n, along_m = c["n"] // c["block_n"], c["m"] // c["block_m"]
     if c["wgmma"] >= 2:
         tiles = along_n * along_m
-        return (tiles, 1, c["k_blocks"]) if c["k_blocks"] > 1 else (min(tiles, FILL_BLOCKS), 1, 1)
+        return (tiles, 1, c["k_blocks"]) if c["k_blocks"] > 1 else (min(tiles, c["per_sm"] * FILL_BLOCKS), 1, 1)
     return (along_n, along_m, c["k_blocks"])
 
 
@@ -204,7 +205,7 @@ def _rope_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
 
 
 _PRODUCT_CONSTANTS = ("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
-                      "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "half")
+                      "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "per_sm", "half")
 # the rotary product's heads (kernels/tiled.cu, ROPE)
 _HEADS_CONSTANTS = ("seq", "heads", "kv_heads")
 PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half", "tiled-gated", "tiled-rope")
@@ -507,6 +508,7 @@ class Tile:
     wgmma: int = 0    # warpgroup products on sm_90 (a warpgroup per 64 rows); 2, 3: fed by a warpgroup
                       # of tensor copies, a wave of blocks walking the tiles (3: a tile a warpgroup)
     k_blocks: int = 1  # a cluster's blocks that split K (sm_90 on)
+    per_sm: int = 1  # WGMMA 2, 3: the walking blocks a multiprocessor holds at once (the grid's waves)
 
     def shared(self) -> int:
         return _product_shared({"k_groups": self.k_groups, "stages": self.stages, "block_m": self.block_m,
@@ -522,7 +524,9 @@ class Tile:
 # fed by tensor copies, with the H200's deeper rings; 46 a ring of five;
 # 47..51 fed by tensor copies with K split across a cluster's blocks;
 # 52..54 fed by tensor copies, two warpgroups taking a tile's K steps in turn,
-# which with a half C the schedule check refuses for 52 and 53 on sm_90)
+# which with a half C the schedule check refuses for 52 and 53 on sm_90;
+# 55..58 fed by tensor copies, two or three walking blocks a multiprocessor,
+# so that one's products run while another stores its tile)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
@@ -548,6 +552,8 @@ TILE_CANDIDATES = (
     Tile(64, 128, 4, 2, 2, block_k=64, wgmma=2, k_blocks=4),
     Tile(64, 128, 6, 2, 2, 2, block_k=64, wgmma=2), Tile(64, 128, 8, 2, 2, 2, block_k=64, wgmma=2),
     Tile(64, 64, 8, 2, 2, 2, block_k=64, wgmma=2),
+    Tile(64, 128, 4, 2, 2, block_k=64, wgmma=2, per_sm=2), Tile(64, 64, 6, 2, 2, block_k=64, wgmma=2, per_sm=2),
+    Tile(64, 64, 4, 2, 2, block_k=64, wgmma=2, per_sm=3), Tile(64, 128, 3, 2, 2, block_k=64, wgmma=2, per_sm=2),
 )
 # Shared memory a block may take where no tiles table says otherwise: every
 # card the images serve has it (sm_86's opt-in limit).
@@ -642,7 +648,7 @@ def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
     return image(family, name, a_layout=a_layout, b_layout=b_layout, m=m, n=n,
                  k=k, residual=int(residual), block_m=t.block_m, block_n=t.block_n, block_k=t.block_k,
                  stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, k_blocks=t.k_blocks,
-                 wgmma=t.wgmma,
+                 wgmma=t.wgmma, per_sm=t.per_sm,
                  half=half, **(heads or {}))
 
 
