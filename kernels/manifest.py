@@ -262,8 +262,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: {"out": c["rows"] * c["width"] * 4, "ids": c["rows"] * 4,
                          "table": c["vocab"] * c["width"] * 4},
            constants=("rows", "width", "vocab")),
+    # a warp a row, four rows a block
     Family("layernorm-forward", _args("out:w in:r gamma:r beta:r statistics:w inverse_width:f32 epsilon:f32"),
-           _fixed(128), lambda c, s: (c["rows"], 1, 1),
+           _fixed(128), lambda c, s: (_blocks(c["rows"], 4), 1, 1),
            lambda c, s: {"out": c["rows"] * c["width"] * HALF_BYTES, "in": c["rows"] * c["width"] * 4,
                          "gamma": c["width"] * 4, "beta": c["width"] * 4, "statistics": c["rows"] * 8},
            constants=("rows", "width", "half")),

@@ -49,6 +49,8 @@ def family_images(s: Shape, half: str) -> list[Image]:
         image("cast-down", half=half), image("add"), image("argmax", vocab=s.vocab),
         image("gather", vocab=s.vocab, **rows),
         image("layernorm-forward", half=half, **rows), image("layernorm-backward", **norm),
+        # rows that leave the last block's warps short of a row each
+        image("layernorm-forward", "layernorm-forward-odd-rows", half=half, rows=s.tokens - 1, width=s.width),
         image("layernorm-backward-add", **norm), image("layernorm-parameters", width=s.width, parts=norm["parts"]),
         # the block of eight warps that eight times the rows take
         image("layernorm-backward-add", "layernorm-backward-add-rows8x", rows=8 * s.tokens, width=s.width,
