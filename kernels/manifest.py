@@ -258,7 +258,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     _elementwise("add", "out:w left:r right:r elements:u32", {"out": 4, "left": 4, "right": 4}),
     Family("argmax", _args("out:w in:r"), _fixed(256), lambda c, s: (1, 1, 1),
            lambda c, s: {"out": 4, "in": c["vocab"] * 4}, constants=("vocab",)),
-    Family("gather", _args("out:w ids:r table:r"), _fixed(128), lambda c, s: (c["rows"], 1, 1),
+    # a warp a row, eight rows a block
+    Family("gather", _args("out:w ids:r table:r"), _fixed(256), lambda c, s: (_blocks(c["rows"], 8), 1, 1),
            lambda c, s: {"out": c["rows"] * c["width"] * 4, "ids": c["rows"] * 4,
                          "table": c["vocab"] * c["width"] * 4},
            constants=("rows", "width", "vocab")),

@@ -48,6 +48,7 @@ def family_images(s: Shape, half: str) -> list[Image]:
         image("random-normal"), image("rotary-table", seq=s.seq), image("fill"), image("copy"),
         image("cast-down", half=half), image("add"), image("argmax", vocab=s.vocab),
         image("gather", vocab=s.vocab, **rows),
+        image("gather", "gather-odd-rows", vocab=s.vocab, rows=s.tokens - 1, width=s.width),
         image("layernorm-forward", half=half, **rows), image("layernorm-backward", **norm),
         # rows that leave the last block's warps short of a row each
         image("layernorm-forward", "layernorm-forward-odd-rows", half=half, rows=s.tokens - 1, width=s.width),
