@@ -738,46 +738,49 @@ __device__ __forceinline__ void multiply_stage_warps(float (&accumulator)[TILES_
   }
 }
 
+// Each even n-tile of a warp's accumulator beside the next, its partner
+// (PAIRED 8: an up's gate, a head's columns i + 32 beside its columns i):
+// visit(the n-tile's four, the partner's four, row, C's column, e) for each
+// half row, the pair's elements e and e + 1
+template <typename Visit>
+__device__ __forceinline__ void paired_n_tiles(float (&accumulator)[TILES_M][TILES_N][4], int row0, int column0,
+                                               Visit visit) {
+#pragma unroll
+  for (int i = 0; i < TILES_M; ++i)
+#pragma unroll
+    for (int j = 0; j < TILES_N; j += 2)
+#pragma unroll
+      for (int half_row = 0; half_row < 2; ++half_row)
+        visit(accumulator[i][j], accumulator[i][j + 1], row0 + 16 * i + 8 * half_row,
+              paired_column(column0 + 8 * j), 2 * half_row);
+}
+
 // The epilogue of a warp's accumulator (its thread's first row and column);
 // its elements: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
 __device__ __forceinline__ void store_warps(C_ELEMENT* c, float (&accumulator)[TILES_M][TILES_N][4], int row0,
                                            int column0 EPILOGUE_PARAMETER) {
 #if defined(IMAGE_FAMILY_TILED_GATED)
-  // each even n-tile the up's, the next its gate's (PAIRED 8)
-#pragma unroll
-  for (int i = 0; i < TILES_M; ++i)
-#pragma unroll
-    for (int j = 0; j < TILES_N; j += 2)
-#pragma unroll
-      for (int half_row = 0; half_row < 2; ++half_row) {
-        const float(&u)[4] = accumulator[i][j], (&x)[4] = accumulator[i][j + 1];
-        const int row = row0 + 16 * i + 8 * half_row, column = paired_column(column0 + 8 * j), e = 2 * half_row;
-        store_pair(c, row, column, u[e], u[e + 1]);
-        store_pair(c, row, column + N / 2, x[e], x[e + 1]);
-        store_c(reinterpret_cast<unsigned*>(gated.out + static_cast<size_t>(row) * (N / 2) + column),
-                pack_halves(gated_value(gated, u[e], x[e]), gated_value(gated, u[e + 1], x[e + 1])));
-      }
+  // each even n-tile the up's, the next its gate's
+  paired_n_tiles(accumulator, row0, column0, [&](float(&u)[4], float(&x)[4], int row, int column, int e) {
+    store_pair(c, row, column, u[e], u[e + 1]);
+    store_pair(c, row, column + N / 2, x[e], x[e + 1]);
+    store_c(reinterpret_cast<unsigned*>(gated.out + static_cast<size_t>(row) * (N / 2) + column),
+            pack_halves(gated_value(gated, u[e], x[e]), gated_value(gated, u[e + 1], x[e + 1])));
+  });
 #elif defined(IMAGE_FAMILY_TILED_ROPE)
-  // each even n-tile a head's columns i (PAIRED 8), the next their partners
-  // i + 32, turned where the head is a query's or a key's
+  // each even n-tile a head's columns i, the next their partners i + 32,
+  // turned where the head is a query's or a key's
+  paired_n_tiles(accumulator, row0, column0, [&](float(&x)[4], float(&y)[4], int row, int column, int e) {
+    if (column < ROTATED) {
 #pragma unroll
-  for (int i = 0; i < TILES_M; ++i)
-#pragma unroll
-    for (int j = 0; j < TILES_N; j += 2)
-#pragma unroll
-      for (int half_row = 0; half_row < 2; ++half_row) {
-        float(&x)[4] = accumulator[i][j], (&y)[4] = accumulator[i][j + 1];
-        const int row = row0 + 16 * i + 8 * half_row, column = paired_column(column0 + 8 * j), e = 2 * half_row;
-        if (column < ROTATED) {
-#pragma unroll
-          for (int f = 0; f < 2; ++f) {
-            const int at = (column % 64 + f) * SEQ + row % SEQ;
-            turn(x[e + f], y[e + f], rope.cosine[at], rope.sine[at]);
-          }
-        }
-        store_c(reinterpret_cast<unsigned*>(head_place(rope, row, column)), pack_halves(x[e], x[e + 1]));
-        store_c(reinterpret_cast<unsigned*>(head_place(rope, row, column + 32)), pack_halves(y[e], y[e + 1]));
+      for (int f = 0; f < 2; ++f) {
+        const int at = (column % 64 + f) * SEQ + row % SEQ;
+        turn(x[e + f], y[e + f], rope.cosine[at], rope.sine[at]);
       }
+    }
+    store_c(reinterpret_cast<unsigned*>(head_place(rope, row, column)), pack_halves(x[e], x[e + 1]));
+    store_c(reinterpret_cast<unsigned*>(head_place(rope, row, column + 32)), pack_halves(y[e], y[e + 1]));
+  });
 #else
   finish(c, [&](auto visit) {
 #pragma unroll
