@@ -15,8 +15,8 @@ constexpr int PER_LANE = (QUADS + 31) / 32;
 static_assert(WIDTH % 4 == 0, "rows of whole quads (16-byte aligned)");
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
-image(HALF* __restrict__ out, const float* __restrict__ in, const float* __restrict__ gamma, const float* __restrict__ beta,
-      float* __restrict__ statistics, float inverse_width, float epsilon) {
+image(HALF* __restrict__ out, const float* __restrict__ in, const float* __restrict__ gamma,
+      const float* __restrict__ beta, float* __restrict__ statistics, float inverse_width, float epsilon) {
   await_previous_launch();
   const int lane = threadIdx.x & 31, row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
   if (row >= ROWS) return;

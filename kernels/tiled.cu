@@ -619,7 +619,8 @@ __device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[4 * D_T
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int j = 8 * h + q;
-          turn(d[4 * j + e], d[4 * (j + 4) + e], angles.cosine[e / 2][2 * q + e % 2], angles.sine[e / 2][2 * q + e % 2]);
+          const int at = 2 * q + e % 2;
+          turn(d[4 * j + e], d[4 * (j + 4) + e], angles.cosine[e / 2][at], angles.sine[e / 2][at]);
         }
 #pragma unroll
   for (int j = 0; j < D_TILES; j += 2)

@@ -31,7 +31,8 @@ def test_the_backward_chain_goes_before_weight_gradients_and_adamw(update_ranks)
     assert set(rank.values()) <= set(range(6)) and 0 in rank.values() and 5 in rank.values()
     bank = plan.plane["gradients"]
 
-    def weight_gradient(index: int) -> bool:  # a product whose C lies in the gradient bank (the rotary one stores by head)
+    # a product whose C lies in the gradient bank (the rotary product has no C: it stores by head)
+    def weight_gradient(index: int) -> bool:
         c = [a for a in plan.launches[index].accesses if a.argument == "c"]
         return bool(c) and bank.offset <= c[0].start < bank.offset + bank.bytes
 
