@@ -138,17 +138,9 @@ static_assert(!SHARED_SUMS || (SHARE_TILES * SPLIT == BLOCK_N / 8 && SHARE_TILES
 // the gate's. A tile of BLOCK_N columns takes BLOCK_N / 2 of each, the same
 // ones, its columns alternating PAIRED of the up's and PAIRED of the gate's,
 // so that the thread holding an up value holds its gate too (n-tile j's
-// partner is j + PAIRED / 8). PAIRED is that of the path the image takes on
-// the card (the others' code is compiled too, never run): the warpgroups
-// hold a tile's whole width, and their tensor copies bring B's stage as two
-// boxes, the up's rows and the gate's; the warps pair the n-tiles of each 16
-// columns.
+// partner is j + PAIRED / 8; PAIRED below): the warpgroups' tensor copies
+// bring B's stage as two boxes, the up's rows and the gate's.
 constexpr bool GATED = true;
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-constexpr int PAIRED = WGMMA >= 1 ? BLOCK_N / 2 : 8;
-#else
-constexpr int PAIRED = 8;
-#endif
 static_assert(!B_COLUMNS && K_GROUPS == 1 && K_BLOCKS == 1,
               "B's rows K-contiguous, each tile's n-tiles whole in one place (no K split)");
 #else
@@ -163,33 +155,42 @@ constexpr bool GATED = false;
 // together by the angle of rotary column i at the row's position. A tile of
 // 64-column heads takes each head's column i beside column i + 32, PAIRED
 // columns of the first 32 alternating with the same of the last 32, so that
-// the thread holding one holds its partner (n-tile j's is j + PAIRED / 8):
-// the warpgroups hold a tile's whole width, so PAIRED is 32 and the columns
-// keep their order; the warps pair the n-tiles of each 16 columns.
+// the thread holding one holds its partner (n-tile j's is j + PAIRED / 8;
+// PAIRED below): on the warpgroups' path PAIRED is 32, and the columns keep
+// their order.
 constexpr bool ROPE = true;
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-constexpr int PAIRED = WGMMA >= 1 ? 32 : 8;
-#else
-constexpr int PAIRED = 8;
-#endif
 constexpr int ROTATED = (HEADS + KV_HEADS) * 64;  // the query and key heads' columns
 static_assert(!B_COLUMNS && K_GROUPS == 1 && K_BLOCKS == 1 && N == ROTATED + KV_HEADS * 64 && M % SEQ == 0,
               "B's rows K-contiguous, each tile's heads whole in one place (no K split), whole sequences");
 #else
 constexpr bool ROPE = false;
 #endif
-#if !defined(IMAGE_FAMILY_TILED_GATED) && !defined(IMAGE_FAMILY_TILED_ROPE)
-constexpr int PAIRED = BLOCK_N;
+
+// The columns a gated or rotary tile takes from one of its two halves in
+// turn (above), as the path the image takes on the card pairs them (the
+// others' code is compiled too, never run): the warpgroups hold a tile's
+// whole width, so a whole half (a gated tile's up half, a head's first 32
+// columns); the warps pair the n-tiles of each 16 columns. Other products:
+// the whole tile.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr int PAIRED = !(GATED || ROPE) ? BLOCK_N : WGMMA == 0 ? 8 : GATED ? BLOCK_N / 2 : 32;
+#else
+constexpr int PAIRED = GATED || ROPE ? 8 : BLOCK_N;
 #endif
 
+// Of columns alternating PAIRED of one half (of HALF_SPAN columns, the
+// first from `first`) and PAIRED of the other, the place of column t
+template <int HALF_SPAN>
+__device__ __forceinline__ int alternating(int first, int t) {
+  return first + (t / PAIRED) % 2 * HALF_SPAN + t / (2 * PAIRED) * PAIRED + t % PAIRED;
+}
+
 // B's row, and C's column, of a tile's row (column) t < BLOCK_N, the tile's
-// first at tile_n: itself, but in the gated and the rotary products (see above)
+// first at tile_n: itself, but in the gated and the rotary products (see
+// above; a rotary tile whose columns keep their order takes no arithmetic)
 __device__ __forceinline__ int paired(int tile_n, int t) {
-  if constexpr (GATED) return (t / PAIRED) % 2 * (N / 2) + tile_n / 2 + t / (2 * PAIRED) * PAIRED + t % PAIRED;
-  if constexpr (ROPE && PAIRED < 32) {
-    const int u = t % 64;  // in its head
-    return tile_n + t - u + (u / PAIRED) % 2 * 32 + u / (2 * PAIRED) * PAIRED + u % PAIRED;
-  }
+  if constexpr (GATED) return alternating<N / 2>(tile_n / 2, t);
+  if constexpr (ROPE && PAIRED < 32) return alternating<32>(tile_n + t - t % 64, t % 64);  // in its head
   return tile_n + t;
 }
 
