@@ -199,15 +199,17 @@ def _gated_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
 
 
 def _rope_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
+    """The operands', and the heads' layouts in place of C."""
     p = _attention_planes({**c, "batch": c["m"] // c["seq"]})
-    return {"queries": p["q"], "keys": p["kv"], "values": p["kv"], "a": c["m"] * c["k"] * HALF_BYTES,
-            "b": c["n"] * c["k"] * HALF_BYTES, "cosine": p["angles"], "sine": p["angles"]}
+    operands = {k: v for k, v in _product_extents(c, s).items() if k != "c"}
+    return operands | {"queries": p["q"], "keys": p["kv"], "values": p["kv"], "cosine": p["angles"],
+                       "sine": p["angles"]}
 
 
 _PRODUCT_CONSTANTS = ("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
                       "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "per_sm", "half")
 # the rotary product's heads (kernels/tiled.cu, ROPE)
-_HEADS_CONSTANTS = ("seq", "heads", "kv_heads")
+HEADS_CONSTANTS = ("seq", "heads", "kv_heads")
 PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half", "tiled-gated", "tiled-rope")
 # what a product writes (its family, its key's suffix): C in binary32 (with R
 # added where it has one), C in the half format, the up and gate projections
@@ -374,7 +376,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     # launch of its own, nor a reading of C
     Family("tiled-rope", _args("queries:w keys:w values:w a:r b:r cosine:r sine:r"),
            _product_block, _product_grid, _rope_product_extents, registers=255, shared=_product_shared,
-           source="tiled", constants=_PRODUCT_CONSTANTS + _HEADS_CONSTANTS),
+           source="tiled", constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS),
 ]}
 
 

@@ -39,8 +39,8 @@ import torch
 
 from planner.bench import torch_graph_us
 from planner.certify.sass import check_cubin
-from planner.kernels.manifest import (ARCHS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES, product_key,
-                                      tile_serves, tiled_image)
+from planner.kernels.manifest import (ARCHS, HEADS_CONSTANTS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES,
+                                      product_key, tile_serves, tiled_image)
 from planner.model.config import DEFAULT
 from planner.runtime import driver
 from planner.runtime.cubin_info import kernel_info
@@ -78,7 +78,7 @@ def shapes(batches: list[int]) -> dict[str, tuple]:
             if img.family in PRODUCT_FAMILIES:
                 c = img.constant_map
                 output = OUTPUT_OF_FAMILY.get(img.family, "binary32")  # tiled-add's C is binary32
-                heads = {key: c[key] for key in ("seq", "heads", "kv_heads")} if output == "rope" else None
+                heads = {key: c[key] for key in HEADS_CONSTANTS} if output == "rope" else None
                 shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"], output,
                          heads)
                 out[product_key(*shape[:6], output)] = shape
