@@ -349,7 +349,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                       "halves": c["elements"] * HALF_BYTES},
         constants=("elements", "half"), per_step=("step_size", "epsilon")),
     Family("gated-gelu-backward", _args(f"pair_gradient:w gated_gradient:r pair:r {_GELU_SCALARS}"),
-           _fixed(256), lambda c, s: (_blocks(s["elements"], 512), 1, 1),
+           _fixed(256), lambda c, s: (_blocks(s["elements"], 256 * (8 if c["ffn"] % 8 == 0 else 1)), 1, 1),
            lambda c, s: _gelu_extents(c, s, ("gated_gradient",), ("pair_gradient", "pair")),
            constants=("half", "ffn")),
     Family("tiled", _args("c:w a:r b:r"), _product_block,
