@@ -328,18 +328,30 @@ __device__ __forceinline__ void fence_sums(float (&sums)[8][4]) {
 // put a quad's four columns in four banks.
 constexpr int PITCH = TILE + 8;
 
-__device__ __forceinline__ void store_transposed(const float (&sums)[8][4], float scale, HALF* to, HALF* scratch,
-                                                 int thread) {
-  const int warp = thread >> 5, lane = thread & 31;
-  part_sync(0);  // every thread of the part is done with `scratch` (the walk's tiles, the parts' sums, a tile before)
+// A thread's halves to store: [n][h] packs columns 8 n + 2 (lane % 4) + 0, 1
+// of its row 16 warp + lane / 4 + 8 h, the lower column in the low 16 bits
+typedef unsigned Pairs[8][2];
+
+// sums x scale rounded to the half format, a row's two columns rounded
+// together (see fence_sums)
+__device__ __forceinline__ void round_pairs(Pairs& pairs, const float (&sums)[8][4], float scale) {
 #pragma unroll
   for (int n = 0; n < 8; ++n)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {  // a row's two columns rounded together (see fence_sums)
-      const unsigned pair = pack_halves(sums[n][2 * h] * scale, sums[n][2 * h + 1] * scale);
+    for (int h = 0; h < 2; ++h) pairs[n][h] = pack_halves(sums[n][2 * h] * scale, sums[n][2 * h + 1] * scale);
+}
+
+// (once every thread of the part is done with `scratch`: the walk's tiles,
+// the parts' sums, a tile before)
+__device__ __forceinline__ void store_pairs(const Pairs& pairs, HALF* to, HALF* scratch, int thread) {
+  const int warp = thread >> 5, lane = thread & 31;
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
       HALF* const at = scratch + (8 * n + 2 * (lane & 3)) * PITCH + 16 * warp + (lane >> 2) + 8 * h;
-      at[0] = static_cast<HALF>(pair & 0xffffu);
-      at[PITCH] = static_cast<HALF>(pair >> 16);
+      at[0] = static_cast<HALF>(pairs[n][h] & 0xffffu);
+      at[PITCH] = static_cast<HALF>(pairs[n][h] >> 16);
     }
   part_sync(0);
 #pragma unroll
@@ -348,6 +360,14 @@ __device__ __forceinline__ void store_transposed(const float (&sums)[8][4], floa
     *reinterpret_cast<uint4*>(to + static_cast<size_t>(column) * TOKENS + 8 * piece) =
         *reinterpret_cast<const uint4*>(scratch + column * PITCH + 8 * piece);
   }
+}
+
+__device__ __forceinline__ void store_transposed(const float (&sums)[8][4], float scale, HALF* to, HALF* scratch,
+                                                 int thread) {
+  part_sync(0);
+  Pairs pairs;
+  round_pairs(pairs, sums, scale);
+  store_pairs(pairs, to, scratch, thread);
 }
 
 // the sum of a row's values across the quad of lanes that holds it (every lane
