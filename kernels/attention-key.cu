@@ -9,7 +9,9 @@
 // order at the end. The query and d_out tiles ([b][h][s][64], half) and their
 // L and D are double-buffered in each part's shared memory; each tile serves
 // both as rows (S^T, dP^T) and as columns (d_v, d_k). d_k = score_scale (the
-// sum) and d_v are written in the half format, transposed:
+// sum), turned back by the rotary angles of its positions (the tables cosine
+// and sine, [32][SEQ]; store_turned), and d_v are written in the half format,
+// transposed, as the key and value rows of the qkv gradient:
 // d_k[g 64 + c][b SEQ + s], d_v likewise (store_transposed).
 #include "attention.cuh"
 
@@ -21,7 +23,8 @@ struct alignas(1024) Stage {  // its tiles 1024-byte aligned
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v,
       const HALF* __restrict__ d_out, const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms,
-      HALF* __restrict__ d_k, HALF* __restrict__ d_v, float stream_scale, float score_scale) {
+      HALF* __restrict__ d_k, HALF* __restrict__ d_v, const float* __restrict__ cosine,
+      const float* __restrict__ sine, float stream_scale, float score_scale) {
   await_previous_launch();
   const WalkPlace block = walk_place();  // the first key tile meets every query tile: the longest walks first
   const int tile = block.rank, g = block.head, b = block.batch;
@@ -106,6 +109,6 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
   if (!meet_parts(reinterpret_cast<float(&)[64]>(sums), part, thread, add_values<64>)) return;
   const size_t at = static_cast<size_t>(g) * HEAD * TOKENS + b * SEQ + tile * TILE;
   HALF* const scratch = reinterpret_cast<HALF*>(stages);
-  store_transposed(sums[0], score_scale, d_k + at, scratch, thread);
+  store_turned(sums[0], score_scale, {cosine, sine, tile * TILE}, d_k + at, scratch, thread);
   store_transposed(sums[1], 1.0f, d_v + at, scratch, thread);
 }

@@ -8,14 +8,16 @@
 // the parts' sums then meet in part order. The key and value tiles
 // ([b][g][s][64], half) are double-buffered in each part's shared memory; K
 // serves both S = Q K^T (its rows) and dQ = dS K (its columns). d_q is
-// written in the half format, transposed: d_q[h 64 + c][b SEQ + s]
-// (store_transposed).
+// turned back by the rotary angles of its positions (the tables cosine and
+// sine, [32][SEQ]) and written in the half format, transposed, as the query
+// rows of the qkv gradient: d_q[h 64 + c][b SEQ + s] (store_turned).
 #include "attention.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v,
       const HALF* __restrict__ d_out, const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms,
-      HALF* __restrict__ d_q, float stream_scale, float score_scale) {
+      HALF* __restrict__ d_q, const float* __restrict__ cosine, const float* __restrict__ sine, float stream_scale,
+      float score_scale) {
   await_previous_launch();
   const WalkPlace block = walk_place();  // the last query tile walks every key tile: the longest walks first
   const int tile = TILES - 1 - block.rank, h = block.head, b = block.batch, g = h / GROUP;
@@ -82,6 +84,6 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
   fence_sums(dq);
 
   if (!meet_parts(reinterpret_cast<float(&)[32]>(dq), part, thread, add_values<32>)) return;
-  store_transposed(dq, score_scale, d_q + static_cast<size_t>(h) * HEAD * TOKENS + b * SEQ + tile * TILE, stages,
-                   thread);
+  store_turned(dq, score_scale, {cosine, sine, tile * TILE},
+               d_q + static_cast<size_t>(h) * HEAD * TOKENS + b * SEQ + tile * TILE, stages, thread);
 }

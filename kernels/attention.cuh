@@ -322,24 +322,37 @@ __device__ __forceinline__ void fence_sums(float (&sums)[8][4]) {
 // the block's 64 rows, columns 8 n + 2 (lane % 4) + e % 2 of one head) times
 // `scale`, rounded to the half format and stored transposed: column c of the
 // head at to[c TOKENS + t], the block's rows tokens t = 0..63 from `to` on
-// (the layout of the qkv gradient the products after it read). The tile
-// passes through the part's shared memory (`scratch`, its stages done with)
-// so that each column's 64 tokens go as 128 bytes; rows PITCH halves apart
-// put a quad's four columns in four banks.
+// (the layout of the qkv gradient the products after it read). A query or
+// key head's sums are turned back by the rotary angles on the way
+// (store_turned). The tile passes through the part's shared memory
+// (`scratch`, its stages done with) so that each column's 64 tokens go as
+// 128 bytes; rows PITCH halves apart put a quad's four columns in four banks.
 constexpr int PITCH = TILE + 8;
 
-__device__ __forceinline__ void store_transposed(const float (&sums)[8][4], float scale, HALF* to, HALF* scratch,
-                                                 int thread) {
-  const int warp = thread >> 5, lane = thread & 31;
-  part_sync(0);  // every thread of the part is done with `scratch` (the walk's tiles, the parts' sums, a tile before)
+// A thread's halves to store: [n][h] packs columns 8 n + 2 (lane % 4) + 0, 1
+// of its row 16 warp + lane / 4 + 8 h, the lower column in the low 16 bits
+typedef unsigned Pairs[8][2];
+
+// sums x scale rounded to the half format, a row's two columns rounded
+// together (see fence_sums)
+__device__ __forceinline__ void round_pairs(Pairs& pairs, const float (&sums)[8][4], float scale) {
 #pragma unroll
   for (int n = 0; n < 8; ++n)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {  // a row's two columns rounded together (see fence_sums)
-      const unsigned pair = pack_halves(sums[n][2 * h] * scale, sums[n][2 * h + 1] * scale);
+    for (int h = 0; h < 2; ++h) pairs[n][h] = pack_halves(sums[n][2 * h] * scale, sums[n][2 * h + 1] * scale);
+}
+
+// (once every thread of the part is done with `scratch`: the walk's tiles,
+// the parts' sums, a tile before)
+__device__ __forceinline__ void store_pairs(const Pairs& pairs, HALF* to, HALF* scratch, int thread) {
+  const int warp = thread >> 5, lane = thread & 31;
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
       HALF* const at = scratch + (8 * n + 2 * (lane & 3)) * PITCH + 16 * warp + (lane >> 2) + 8 * h;
-      at[0] = static_cast<HALF>(pair & 0xffffu);
-      at[PITCH] = static_cast<HALF>(pair >> 16);
+      at[0] = static_cast<HALF>(pairs[n][h] & 0xffffu);
+      at[PITCH] = static_cast<HALF>(pairs[n][h] >> 16);
     }
   part_sync(0);
 #pragma unroll
@@ -348,6 +361,81 @@ __device__ __forceinline__ void store_transposed(const float (&sums)[8][4], floa
     *reinterpret_cast<uint4*>(to + static_cast<size_t>(column) * TOKENS + 8 * piece) =
         *reinterpret_cast<const uint4*>(scratch + column * PITCH + 8 * piece);
   }
+}
+
+__device__ __forceinline__ void store_transposed(const float (&sums)[8][4], float scale, HALF* to, HALF* scratch,
+                                                 int thread) {
+  part_sync(0);
+  Pairs pairs;
+  round_pairs(pairs, sums, scale);
+  store_pairs(pairs, to, scratch, thread);
+}
+
+// The rotary tables (column-major: cosine[i SEQ + s], i < 32) and the
+// position in its sequence of the block's first row
+struct Rotary {
+  const float *cosine, *sine;
+  int first;
+};
+
+// A thread's angles: of its columns i = 8 n + 2 (lane % 4) + e % 2 (n < 4)
+// at its rows' positions, [n][e] as the sums are
+struct Angles {
+  float cosine[4][4], sine[4][4];
+};
+
+__device__ __forceinline__ Angles angles_of(const Rotary& rotary, int thread) {
+  const int warp = thread >> 5, lane = thread & 31;
+  Angles angles;
+#pragma unroll
+  for (int n = 0; n < 4; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 8 * n + 2 * (lane & 3) + (e & 1), s = rotary.first + 16 * warp + (lane >> 2) + 8 * (e >> 1);
+      angles.cosine[n][e] = rotary.cosine[i * SEQ + s];
+      angles.sine[n][e] = rotary.sine[i * SEQ + s];
+    }
+  return angles;
+}
+
+// A head's columns i and i + 32 (i < 32: n-tiles n and n + 4, the same
+// thread's) turned back by the angle of rotary column i at the row's
+// position, from both as the half format rounds them, in binary32, then
+// rounded again:
+//   dx_i = d_i cos + d_{i+32} sin, dx_{i+32} = d_{i+32} cos - d_i sin
+// (the inverse rotation's launch of its own turned the stored halves with
+// these expressions: so the qkv gradient keeps its bits)
+__device__ __forceinline__ void turn_back(Pairs& pairs, const Angles& angles) {
+#pragma unroll
+  for (int n = 0; n < 4; ++n)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float x[2], y[2];
+#pragma unroll
+      for (int odd = 0; odd < 2; ++odd) {
+        const int e = 2 * h + odd;
+        const float a = odd ? high_float(pairs[n][h]) : low_float(pairs[n][h]);
+        const float b = odd ? high_float(pairs[n + 4][h]) : low_float(pairs[n + 4][h]);
+        const float c = angles.cosine[n][e], sn = angles.sine[n][e];
+        x[odd] = a * c + b * sn;
+        y[odd] = b * c - a * sn;
+      }
+      pairs[n][h] = pack_halves(x[0], x[1]);
+      pairs[n + 4][h] = pack_halves(y[0], y[1]);
+    }
+}
+
+// store_transposed for a query or key head: its gradient turned back by the
+// rotary angles (read first, so that their loads are issued before the
+// part's barrier)
+__device__ __forceinline__ void store_turned(const float (&sums)[8][4], float scale, const Rotary& rotary, HALF* to,
+                                             HALF* scratch, int thread) {
+  const Angles angles = angles_of(rotary, thread);
+  part_sync(0);
+  Pairs pairs;
+  round_pairs(pairs, sums, scale);
+  turn_back(pairs, angles);
+  store_pairs(pairs, to, scratch, thread);
 }
 
 // the sum of a row's values across the quad of lanes that holds it (every lane

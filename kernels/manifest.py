@@ -291,21 +291,24 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                          "v": _attention_planes(c)["kv"], "out": _attention_planes(c)["merged"],
                          "log_sum_exp": _attention_planes(c)["rows"]},
            registers=255, shared=_attention_shared(2 * _ATTENTION_TILE), constants=_ATTENTION_CONSTANTS),
+    # the backward's gradients land as the rows of the transposed qkv
+    # gradient, the queries' and keys' turned back by the rotary angles
     Family("attention-query", _args(
-        "q:r k:r v:r d_out:r log_sum_exp:r row_terms:r d_q:w stream_scale:f32 score_scale:f32"),
+        "q:r k:r v:r d_out:r log_sum_exp:r row_terms:r d_q:w cosine:r sine:r stream_scale:f32 score_scale:f32"),
         _attention_block, lambda c, s: (c["seq"] // 64, c["heads"], c["batch"]),
         lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
                                  "log_sum_exp": p["rows"], "row_terms": p["rows"],
-                                 "d_q": p["q"]})(_attention_planes(c)),
+                                 "d_q": p["q"], "cosine": p["angles"], "sine": p["angles"]})(_attention_planes(c)),
         registers=255, shared=_attention_shared(2 * _ATTENTION_TILE, 2 * _ATTENTION_TILE),
         constants=_ATTENTION_CONSTANTS),
     Family("attention-key", _args(
-        "q:r k:r v:r d_out:r log_sum_exp:r row_terms:r d_k:w d_v:w "
+        "q:r k:r v:r d_out:r log_sum_exp:r row_terms:r d_k:w d_v:w cosine:r sine:r "
         "stream_scale:f32 score_scale:f32"),
         _attention_block, lambda c, s: (c["seq"] // 64, c["kv_heads"], c["batch"]),
         lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
                                  "log_sum_exp": p["rows"], "row_terms": p["rows"],
-                                 "d_k": p["kv"], "d_v": p["kv"]})(_attention_planes(c)),
+                                 "d_k": p["kv"], "d_v": p["kv"], "cosine": p["angles"],
+                                 "sine": p["angles"]})(_attention_planes(c)),
         registers=255, shared=_attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4), constants=_ATTENTION_CONSTANTS),
     # a warp per head
     Family("token-to-head", _args("heads:w row_terms:w merged:r out:r"), lambda c: 32 * c["heads"],
@@ -313,12 +316,6 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: (lambda n: {"heads": n * 64 * HALF_BYTES, "row_terms": n * 4, "merged": n * 64 * 4,
                                     "out": n * 64 * HALF_BYTES})(c["batch"] * c["seq"] * c["heads"]),
            constants=("batch", "seq", "heads", "half")),
-    # a pair of a head's rows (or a value row) a block row, eight tokens a thread
-    Family("inverse-rope-qkv", _args("qkv_gradient:w d_q:r d_k:r cosine:r sine:r d_v:r"), _fixed(128),
-           lambda c, s: (_blocks(c["batch"] * c["seq"] // 8, 128), (c["heads"] + 3 * c["kv_heads"]) * 32, 1),
-           lambda c, s: (lambda p: {"qkv_gradient": p["q"] + 2 * p["kv"], "d_q": p["q"], "d_k": p["kv"],
-                                    "d_v": p["kv"], "cosine": p["angles"], "sine": p["angles"]})(_attention_planes(c)),
-           constants=("batch", "seq", "heads", "kv_heads", "half")),
     Family("loss-target-gather", _args("correct:w logits:r targets:r"), _fixed(256),
            lambda c, s: (_blocks(c["rows"], 256), 1, 1),
            lambda c, s: {"correct": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "targets": c["rows"] * 4},

@@ -196,6 +196,9 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
               "log_sum_exp": torch.empty(b, h, t, device="cuda"), "row_terms": torch.empty(b, h, t, device="cuda"),
               "d_q": torch.empty(b, h, t, 64, device="cuda"), "d_k": torch.empty(b, kv, t, 64, device="cuda"),
               "d_v": torch.empty(b, kv, t, 64, device="cuda")}
+    # the rotary tables the backward turns its query and key gradients back with ([32][t])
+    angles = torch.rand(32, t, device="cuda") * (2 * math.pi)
+    planes |= {"cosine": torch.cos(angles), "sine": torch.sin(angles)}
     addresses = {name: x.data_ptr() for name, x in planes.items()}
     scalars = {"stream_scale": math.log2(math.e) / math.sqrt(64), "score_scale": 1 / math.sqrt(64)}
     launches, kernels = [], []

@@ -65,7 +65,8 @@ def _tables(rng, seq: int) -> dict[str, np.ndarray]:
 
 def _attention_inputs(c, rng) -> dict[str, np.ndarray]:
     """Q, K, V and dO of the heads' layouts, with the forward's output and
-    log-sum-exp and the row terms, as the backward launches read them."""
+    log-sum-exp, the row terms and the rotary tables, as the backward
+    launches read them."""
     b, s, h, kv, half = c["batch"], c["seq"], c["heads"], c["kv_heads"], c["half"]
     x = {"q": _halves(rng, b * h * s * 64, half), "k": _halves(rng, b * kv * s * 64, half),
          "v": _halves(rng, b * kv * s * 64, half), "d_out": _halves(rng, b * h * s * 64, half)}
@@ -75,8 +76,7 @@ def _attention_inputs(c, rng) -> dict[str, np.ndarray]:
     merged = half_to_float(x["d_out"], half).reshape(b, h, s, 64).transpose(0, 2, 1, 3)
     x["row_terms"] = _f32(reference("token-to-head", c, {"merged": _f32(merged.reshape(-1)), "out": x["out"]},
                                     {})["row_terms"])
-    return x
-
+    return x | _tables(rng, s)
 
 
 def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[str, float | int]]:
@@ -121,10 +121,6 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
     if f == "token-to-head":
         n = c["batch"] * c["seq"] * c["heads"] * 64
         return {"merged": _normal(rng, n), "out": _halves(rng, n, half)}, {}
-    if f == "inverse-rope-qkv":  # the attention backward's transposed halves
-        q, kv = c["batch"] * c["heads"] * c["seq"] * 64, c["batch"] * c["kv_heads"] * c["seq"] * 64
-        return {"d_q": _halves(rng, q, half), "d_k": _halves(rng, kv, half), "d_v": _halves(rng, kv, half)} \
-            | _tables(rng, c["seq"]), {}
     if f in ("loss-target-gather", "cross-entropy", "cross-entropy-backward"):
         x = {"logits": _normal(rng, c["rows"] * c["vocab"], 2.0),
              "targets": rng.integers(0, c["vocab"], c["rows"], dtype=np.int32)}

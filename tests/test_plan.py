@@ -56,9 +56,23 @@ def seed():
             "addresses": {residents[k]: v for k, v in addresses.items()}}
 
 
+# Where our phases depart from the seed's: the attention backward's launches
+# make the qkv gradient, turning the queries' and keys' back by the rotary
+# angles as they store them, so the attention head phase reads the rotary
+# tables and the qkv phase carries the qkv gradient; the seed's gradients by
+# head, which a launch of the qkv phase turned back, are not made.
+DEPARTURES = {
+    "coppelius/attention-head": (["row-terms", "qkv-gradient-t", "rotary-cosine", "rotary-sine"],
+                                 ["context-gradient-heads", "values-heads", "queries-t", "keys-t",
+                                  "context-gradient-t"]),
+    "coppelius/qkv": (["qkv-gradient-half", "qkv-input-t", "qkv-weight-t", "norm1-gradient", "norm1-input-gradient"],
+                      ["qkv-gradient-t"]),
+}
+
+
 def test_phases_are_the_seeds(default_plan, seed):
     ours = {p.name: (list(p.fresh), list(p.carried)) for p in default_plan.phases}
-    assert ours == seed["phases"]
+    assert ours == seed["phases"] | DEPARTURES
     assert list(default_plan.globals) == seed["globals"]
 
 
@@ -119,8 +133,9 @@ def expected_counts(config) -> dict[str, int]:
     # gather; 7 a layer (the rotary turn and the gated activation in their products); norm, logits, last row
     forward = 1 + 7 * L + 3
     # loss; its gradient (in the half format); the output's two products and
-    # layer norm backward (sums, parameters); 17 a layer; ids' copy, scatter
-    backward = 3 + 1 + 4 + 17 * L + 2
+    # layer norm backward (sums, parameters); 16 a layer (the inverse rotary
+    # turn in the attention backward's store); ids' copy, scatter
+    backward = 3 + 1 + 4 + 16 * L + 2
     transfer = _pieces(3 * lay.parameter_bytes, r.staging_bytes, lay.parameter_bytes, r.copy_piece_bytes)
     return {
         "initialize": 4 * per_bank + (4 * L + 2) + (1 + 5 * L),   # draws and zeros; gains and shifts; recast
@@ -205,7 +220,10 @@ def test_launch_and_submission_counts(config):
     L = config.shape.layers
     # the gated GELU's backward, one product for the up and gate weights' gradients and one for the
     # data gradient through both, the layer norm's backward (two launches)
-    assert per_phase["coppelius/ffn-gate"] == 5 * L and per_phase["coppelius/qkv"] == 5 * L
+    assert per_phase["coppelius/ffn-gate"] == 5 * L
+    # the qkv weight's and data gradients' products, the layer norm's backward (the qkv gradient
+    # comes turned back from the attention backward's launches)
+    assert per_phase["coppelius/qkv"] == 4 * L
     assert per_phase["coppelius/head-layout"] == L and per_phase["coppelius/attention-head"] == 2 * L
     # the prediction's, the update's, the final's, the evaluation's
     assert per_phase["coppelius/layer"] == 7 * L * 4
@@ -342,6 +360,33 @@ def test_the_logits_gradient_is_written_once_in_the_half_format(default_plan):
         assert half in {(a.start, a.stop) for a in reader.accesses if a.argument in ("a", "b")}
     assert not any(l.image == "cast-down" and l.phase in ("coppelius/output", "coppelius/output-gradient")
                    for l in launches)
+
+
+@pytest.mark.parametrize("config", [DEFAULT, replace(DEFAULT, shape=OTHER_SHAPES[1])], ids=["default", "gqa"])
+def test_the_attention_backward_writes_the_qkv_gradients_rows(config):
+    """Each layer's attention backward writes the transposed qkv gradient
+    whole, each byte once: the query launch the query heads' rows, the key
+    launch the key heads' and then the value heads' (its two arguments'
+    rows apart), both reading the rotary tables whole; the qkv phase's
+    products read the plane, and no launch turns it back on its own."""
+    plan, s = build_plan(config), config.shape
+    plane = plan.plane["qkv-gradient-t"]
+    rows = lambda heads: heads * s.head_width * s.tokens * 2
+    queries, keys = plane.offset + rows(s.heads), plane.offset + rows(s.heads + s.kv_heads)
+    want = {"d_q": (plane.offset, queries), "d_k": (queries, keys), "d_v": (keys, plane.stop)}
+    backward = [l for l in plan.launches if l.phase == "coppelius/attention-head"]
+    assert len(backward) == 2 * s.layers
+    for l in backward:
+        written = {a.argument: (a.start, a.stop) for a in l.accesses if a.writes}
+        assert written == {k: v for k, v in want.items() if k in written}, (l.index, l.image)
+        tables = {a.argument: (a.start, a.stop) for a in l.accesses if a.argument in ("cosine", "sine")}
+        assert tables == {"cosine": (plan.plane["rotary-cosine"].offset, plan.plane["rotary-cosine"].stop),
+                          "sine": (plan.plane["rotary-sine"].offset, plan.plane["rotary-sine"].stop)}
+    writers = [sorted(a.argument for a in l.accesses if a.writes) for l in backward]
+    assert writers == [["d_q"], ["d_k", "d_v"]] * s.layers
+    readers = [l for l in plan.launches if l.phase == "coppelius/qkv" and any(
+        a.start < plane.stop and plane.offset < a.stop and not a.writes for a in l.accesses)]
+    assert len(readers) == 2 * s.layers and all(l.image.startswith("tiled") for l in readers)
 
 
 def test_products_read_only_in_the_half_format_write_it(default_plan):

@@ -174,14 +174,6 @@ def _token_to_head(c, x, s):
     return {"heads": heads, "row_terms": row_terms.reshape(-1)}
 
 
-def _inverse_rope_qkv(c, x, s):
-    b, sq, h, kv = c["batch"], c["seq"], c["heads"], c["kv_heads"]
-    rows = lambda name, heads: half_to_float(x[name], c["half"]).reshape(heads, 64, b, sq).transpose(2, 0, 3, 1)
-    cos, sin = _tables(x)
-    turned = _rotate(np.concatenate([rows("d_q", h), rows("d_k", kv)], axis=1), cos, sin, sign=-1)
-    return {"qkv_gradient": _transposed(np.concatenate([turned, rows("d_v", kv)], axis=1))}
-
-
 # ---- streaming attention ----
 
 def _heads(c, x, name: str, count: str) -> np.ndarray:
@@ -234,10 +226,18 @@ def _transposed(heads: np.ndarray) -> np.ndarray:
     return heads.transpose(1, 3, 0, 2).reshape(-1)
 
 
+def _turned_back(c, x, heads: np.ndarray) -> np.ndarray:
+    """A query or key gradient ([b][head][s][64]) as the half format rounds
+    it, turned back by the rotary angles of its positions (as the backward
+    stores it)."""
+    rounded = half_to_float(float_to_half(heads, c["half"]), c["half"])
+    return _rotate(rounded, *_tables(x), sign=-1)
+
+
 def _attention_query(c, x, s):
     q, k, _, _, d_s = _backward_terms(c, x, s, _row_terms(c, x))
     d_q = np.float64(np.float32(s["score_scale"])) * np.einsum("bhqk,bhkd->bhqd", d_s, _grouped(c, k))
-    return {"d_q": _transposed(d_q)}
+    return {"d_q": _transposed(_turned_back(c, x, d_q))}
 
 
 def _attention_key(c, x, s):
@@ -249,7 +249,7 @@ def _attention_key(c, x, s):
 
     d_v = per_kv_head(np.einsum("bhqk,bhqd->bhkd", p, d_out))
     d_k = np.float64(np.float32(s["score_scale"])) * per_kv_head(np.einsum("bhqk,bhqd->bhkd", d_s, q))
-    return {"d_k": _transposed(d_k), "d_v": _transposed(d_v)}
+    return {"d_k": _transposed(_turned_back(c, x, d_k)), "d_v": _transposed(d_v)}
 
 
 # ---- the loss ----
@@ -391,12 +391,11 @@ REFERENCES: dict[str, Reference] = {
     "attention-forward": Reference({"q": HALF, "k": HALF, "v": HALF, "out": HALF, "log_sum_exp": F32},
                                    _attention_forward),
     "attention-query": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
-                                  "row_terms": F32, "d_q": HALF}, _attention_query),
+                                  "row_terms": F32, "d_q": HALF, "cosine": F32, "sine": F32}, _attention_query),
     "attention-key": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
-                                "row_terms": F32, "d_k": HALF, "d_v": HALF}, _attention_key),
+                                "row_terms": F32, "d_k": HALF, "d_v": HALF, "cosine": F32, "sine": F32},
+                               _attention_key),
     "token-to-head": Reference({"heads": HALF, "row_terms": F32, "merged": F32, "out": HALF}, _token_to_head),
-    "inverse-rope-qkv": Reference({"qkv_gradient": HALF, "d_q": HALF, "d_k": HALF, "cosine": F32, "sine": F32,
-                                   "d_v": HALF}, _inverse_rope_qkv),
     "loss-target-gather": Reference({"correct": F32, "logits": F32, "targets": I32}, _loss_target_gather),
     "cross-entropy": Reference({"loss": F32, "logits": F32, "correct": F32}, _cross_entropy),
     "cross-entropy-backward": Reference({"gradient": HALF, "logits": F32, "loss": F32, "correct": F32,

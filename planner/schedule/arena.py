@@ -224,11 +224,10 @@ def seed_layout(config: Config) -> Layout:
     put("merged-gradient", off["qkv"], plane)
     put("context-gradient-heads", off["gated-half"], heads_half)
     chain(off["up"], [("queries-t", heads_half), ("keys-t", kv_half), ("context-gradient-t", heads_half)])
-    # the attention backward's gradients, transposed in the half format
-    # ([head 64][T]); the inverse rotation's launch makes the transposed qkv
-    # gradient of them (the seed's token-major qkv-gradient-half is not made)
-    chain(off["gate"], [("queries-gradient", heads_half), ("keys-gradient", kv_half),
-                        ("values-gradient", kv_half)])
+    # the qkv gradient, transposed in the half format: the attention
+    # backward writes its rows, the queries' and keys' turned back by the
+    # rotary angles (the seed's gradients by head and its token-major
+    # qkv-gradient-half are not made)
     put("qkv-gradient-half", off["gated"], 2 * T * s.qkv_width)
     chain(scratch, [("qkv-gradient-t", 2 * T * s.qkv_width), ("qkv-input-t", half_plane),
                     ("qkv-weight-t", 2 * s.qkv_width * W)])
@@ -318,8 +317,7 @@ def _describe(config: Config, layout: Layout) -> dict[str, tuple[str, tuple[int,
     d["ffn-gradient-half"] = (half, (T, 2 * F))   # each row the up gradient's, then the gate gradient's
     d |= {n: (half, (B, H, S, 64)) for n in ("queries", "queries-t", "context-gradient-heads", "context-gradient-t")}
     d |= {n: (half, (B, KV, S, 64)) for n in ("keys", "values-t", "values-heads", "keys-t")}
-    d |= {"queries-gradient": (half, (H * 64, T)), "keys-gradient": (half, (KV * 64, T)),
-          "values-gradient": (half, (KV * 64, T)), "log-sum-exp": ("f32", (B, H, S)),
+    d |= {"log-sum-exp": ("f32", (B, H, S)),
           "row-terms": ("f32", (B, H, S)), "scores": ("f32", (B, H, S, S)),
           "qkv": ("f32", (T, s.qkv_width)), "qkv-gradient-half": (half, (T, s.qkv_width)),
           "qkv-gradient-t": (half, (s.qkv_width, T)), "qkv-weight-t": (half, (W, s.qkv_width)),
@@ -367,11 +365,14 @@ PHASES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
                                     "merged-gradient"), ()),
     ("coppelius/head-layout", ("context-gradient-heads", "values-heads", "queries-t", "keys-t",
                                "context-gradient-t"), ("merged-gradient",)),
-    ("coppelius/attention-head", ("row-terms", "queries-gradient", "keys-gradient", "values-gradient"),
+    # (the seed's: the attention backward's gradients by head, carried into
+    # qkv, where a launch of its own turned them back into the qkv gradient;
+    # ours: the attention backward's launches make the qkv gradient, reading
+    # the rotary tables)
+    ("coppelius/attention-head", ("row-terms", "qkv-gradient-t", "rotary-cosine", "rotary-sine"),
      ("context-gradient-heads", "values-heads", "queries-t", "keys-t", "context-gradient-t")),
-    ("coppelius/qkv", ("qkv-gradient-half", "qkv-gradient-t", "qkv-input-t", "qkv-weight-t", "norm1-gradient",
-                       "norm1-input-gradient", "rotary-cosine", "rotary-sine"),
-     ("queries-gradient", "keys-gradient", "values-gradient")),
+    ("coppelius/qkv", ("qkv-gradient-half", "qkv-input-t", "qkv-weight-t", "norm1-gradient",
+                       "norm1-input-gradient"), ("qkv-gradient-t",)),
     ("coppelius/scatter", ("input-ids",), ()),
     ("coppelius/adamw", (), ()),
     ("coppelius/diagnostics", ("result-diagnostics",), ()),

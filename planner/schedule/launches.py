@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from planner.kernels.manifest import Image, attention, image, layernorm_parts, product
+from planner.kernels.manifest import HALF_BYTES, Image, attention, image, layernorm_parts, product
 from planner.model import float32 as f32
 from planner.model.config import Config
 from planner.schedule.arena import STAGING, Layout
@@ -224,6 +224,17 @@ def gelu_words(c: Constants) -> dict[str, int]:
 def _gelu_scalars(b: Builder, elements: int) -> dict[str, int]:
     """The gated GELU's backward: the GELU's words, its cubic term's slope and the elements."""
     return gelu_words(b.constants) | dict(cubic_slope=b.constants.gelu_cubic_slope, elements=elements)
+
+
+def _qkv_gradient_rows(b: Builder) -> dict[str, Where]:
+    """Where the query heads', the key heads' and the value heads' rows of
+    the transposed qkv gradient ([(heads + 2 kv_heads) 64][T], half) start:
+    the attention backward's launches write them, each its own rows."""
+    s, at = b.config.shape, b.layout.at
+    row_bytes = s.tokens * HALF_BYTES
+    queries, keys = s.heads * s.head_width * row_bytes, s.kv_heads * s.head_width * row_bytes
+    return {"queries": at("qkv-gradient-t"), "keys": at("qkv-gradient-t", queries),
+            "values": at("qkv-gradient-t", queries + keys)}
 
 
 def _attention(b: Builder, family: str) -> Image:
@@ -456,25 +467,25 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
         # products' two operand layouts) from the heads' own layout, which
         # the forward saved the values in
     with b.phase(ATTENTION_HEAD):
-        # the gradients transposed in the half format ([head 64][T]), as the
-        # rows of the transposed qkv gradient the products read
+        # the gradients transposed in the half format ([head 64][T]), each
+        # launch writing its rows of the transposed qkv gradient the
+        # products read, the queries' and keys' turned back by the rotary
+        # angles as they are stored (the seed's inverse rotation, no launch
+        # of its own)
+        rows, tables = _qkv_gradient_rows(b), {"cosine": at("rotary-cosine"), "sine": at("rotary-sine")}
         b.launch(_attention(b, "attention-query"),
                  {"q": sv("queries"), "k": sv("keys"), "v": sv("values"),
                   "d_out": at("context-gradient-heads"), "log_sum_exp": sv("log-sum-exp"),
-                  "row_terms": at("context-gradient-t"), "d_q": at("queries-gradient")},
+                  "row_terms": at("context-gradient-t"), "d_q": rows["queries"]} | tables,
                  stream_scale=c.stream_scale, score_scale=c.score_scale)
         b.launch(_attention(b, "attention-key"),
                  {"q": sv("queries"), "k": sv("keys"), "v": sv("values"), "d_out": at("context-gradient-heads"),
-                  "log_sum_exp": sv("log-sum-exp"),
-                  "row_terms": at("context-gradient-t"), "d_k": at("keys-gradient"), "d_v": at("values-gradient")},
+                  "log_sum_exp": sv("log-sum-exp"), "row_terms": at("context-gradient-t"),
+                  "d_k": rows["keys"], "d_v": rows["values"]} | tables,
                  stream_scale=c.stream_scale, score_scale=c.score_scale)
     with b.phase(QKV):
         # the qkv gradient transposed ([qkv][T]: the products read A from
         # it as rows, the weight gradient's, or as columns, the data's)
-        b.launch(image("inverse-rope-qkv", batch=s.batch, seq=s.seq, heads=s.heads, kv_heads=s.kv_heads,
-                       half=_half(b.config)),
-                 {"qkv_gradient": at("qkv-gradient-t"), "d_q": at("queries-gradient"), "d_k": at("keys-gradient"),
-                  "cosine": at("rotary-cosine"), "sine": at("rotary-sine"), "d_v": at("values-gradient")})
         tiled(b, "r", "c", s.qkv_width, W, T, g("qkv"), at("qkv-gradient-t"), sv("norm1-half"))
         tiled(b, "c", "c", T, W, s.qkv_width, at("norm1-gradient"), at("qkv-gradient-t"), h("qkv"))
         layer_norm_backward(b, p("norm1-gain"), g("norm1-gain"), g("norm1-shift"), lay.boundary(l),
