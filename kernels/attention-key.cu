@@ -97,6 +97,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     multiply_columns(dv, fp, stage.gradients);  // dV += P^T dO
     multiply_columns(dk, fds, stage.queries);   // dK += dS^T Q
   }
+  const Angles angles = angles_of({cosine, sine, tile * TILE}, thread);
   await_products();
   fence_sums(dk);
   fence_sums(dv);
@@ -109,6 +110,6 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
   if (!meet_parts(reinterpret_cast<float(&)[64]>(sums), part, thread, add_values<64>)) return;
   const size_t at = static_cast<size_t>(g) * HEAD * TOKENS + b * SEQ + tile * TILE;
   HALF* const scratch = reinterpret_cast<HALF*>(stages);
-  store_turned(sums[0], score_scale, {cosine, sine, tile * TILE}, d_k + at, scratch, thread);
-  store_transposed(sums[1], 1.0f, d_v + at, scratch, thread);
+  store_transposed(sums[1], 1.0f, d_v + at, scratch, thread);  // the values first, while the angles land
+  store_turned(sums[0], score_scale, angles, d_k + at, scratch, thread);
 }

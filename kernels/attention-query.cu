@@ -80,10 +80,11 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     to_fragments(fds, s);
     multiply_columns(dq, fds, keys);  // dQ += dS K
   }
+  const Angles angles = angles_of({cosine, sine, tile * TILE}, thread);
   await_products();
   fence_sums(dq);
 
   if (!meet_parts(reinterpret_cast<float(&)[32]>(dq), part, thread, add_values<32>)) return;
-  store_turned(dq, score_scale, {cosine, sine, tile * TILE},
-               d_q + static_cast<size_t>(h) * HEAD * TOKENS + b * SEQ + tile * TILE, stages, thread);
+  store_turned(dq, score_scale, angles, d_q + static_cast<size_t>(h) * HEAD * TOKENS + b * SEQ + tile * TILE, stages,
+               thread);
 }

@@ -426,11 +426,12 @@ __device__ __forceinline__ void turn_back(Pairs& pairs, const Angles& angles) {
 }
 
 // store_transposed for a query or key head: its gradient turned back by the
-// rotary angles (read first, so that their loads are issued before the
-// part's barrier)
-__device__ __forceinline__ void store_turned(const float (&sums)[8][4], float scale, const Rotary& rotary, HALF* to,
+// rotary angles (angles_of, which the launches call before their walk's last
+// products are done, so that the loads are in flight while those and the
+// parts' meeting run; the key launch stores its values first: the update at
+// 1 x 1024 2.322 -> 2.304 ms in two rounds, the launches alone the same)
+__device__ __forceinline__ void store_turned(const float (&sums)[8][4], float scale, const Angles& angles, HALF* to,
                                              HALF* scratch, int thread) {
-  const Angles angles = angles_of(rotary, thread);
   part_sync(0);
   Pairs pairs;
   round_pairs(pairs, sums, scale);
