@@ -338,12 +338,6 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                                  "log_sum_exp": p["rows"], "row_terms": p["rows"],
                                  "d_k": p["kv"], "d_v": p["kv"]})(_attention_planes(c)),
         registers=255, shared=_attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4), constants=_ATTENTION_CONSTANTS),
-    # a warp per head
-    Family("token-to-head", _args("heads:w row_terms:w merged:r out:r"), lambda c: 32 * c["heads"],
-           lambda c, s: (c["batch"] * c["seq"], 1, 1),
-           lambda c, s: (lambda n: {"heads": n * 64 * HALF_BYTES, "row_terms": n * 4, "merged": n * 64 * 4,
-                                    "out": n * 64 * HALF_BYTES})(c["batch"] * c["seq"] * c["heads"]),
-           constants=("batch", "seq", "heads", "half")),
     # a pair of a head's rows (or a value row) a block row, eight tokens a thread
     Family("inverse-rope-qkv", _args("qkv_gradient:w d_q:r d_k:r cosine:r sine:r d_v:r"), _fixed(128),
            lambda c, s: (_blocks(c["batch"] * c["seq"] // 8, 128), (c["heads"] + 3 * c["kv_heads"]) * 32, 1),

@@ -66,7 +66,6 @@ def family_images(s: Shape, half: str) -> list[Image]:
         # each streaming attention image in every part count it may take
         *(image(f, f"{f}-parts{p}", parts=p, **heads)
           for f in STREAMING_ATTENTION for p in (1, 2)),
-        image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=half),
         image("inverse-rope-qkv", **heads),
         image("loss-target-gather", rows=s.tokens, vocab=s.vocab), image("cross-entropy", rows=s.tokens, vocab=s.vocab),
         image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab, half=half),
@@ -88,7 +87,7 @@ def all_images(s: Shape, half: str) -> list[Image]:
 
 # the families whose bfloat16 images are checked too (those that convert halves)
 BFLOAT16_FAMILIES = ("cast-down", "cross-entropy-backward", "layernorm-forward", "layernorm-backward-add",
-                     "attention-forward", "attention-query", "attention-key", "token-to-head", "inverse-rope-qkv",
+                     "attention-forward", "attention-query", "attention-key", "inverse-rope-qkv",
                      "adamw", "gated-gelu-backward")
 
 

@@ -20,7 +20,8 @@ import pytest
 
 from planner.kernels.manifest import POINTER, PRODUCT_FAMILIES, READ, Image
 from planner.model.config import Shape
-from planner.runtime.reference import DTYPES, HALF, REFERENCES, float_to_half, half_to_float, reference
+from planner.runtime.reference import (DTYPES, HALF, REFERENCES, by_head, float_to_half, half_to_float, reference,
+                                       row_terms)
 from planner.runtime.tensor_maps import launch_parameters
 from tests.kernel_images import CASES
 
@@ -71,10 +72,10 @@ def _attention_inputs(c, rng) -> dict[str, np.ndarray]:
          "v": _halves(rng, b * kv * s * 64, half), "d_out": _halves(rng, b * h * s * 64, half)}
     forward = reference("attention-forward", c, x, ATTENTION_SCALARS)
     x["out"], x["log_sum_exp"] = float_to_half(_f32(forward["out"]), half), _f32(forward["log_sum_exp"])
-    # the row terms as token-to-head forms them, from d_out's exact halves
-    merged = half_to_float(x["d_out"], half).reshape(b, h, s, 64).transpose(0, 2, 1, 3)
-    x["row_terms"] = _f32(reference("token-to-head", c, {"merged": _f32(merged.reshape(-1)), "out": x["out"]},
-                                    {})["row_terms"])
+    # the row terms as the context gradient's product forms them, from
+    # d_out's halves and the output's
+    out = by_head(c, half_to_float(x["out"], half))
+    x["row_terms"] = _f32(row_terms(half_to_float(x["d_out"], half).reshape(b, h, s, 64), out).reshape(-1))
     return x
 
 
@@ -118,9 +119,6 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
         return {"x": x["in"], "dy": _normal(rng, n), "gamma": x["gamma"], "statistics": stats} | residual, scalars
     if f.startswith("attention-"):
         return _attention_inputs(c, rng), ATTENTION_SCALARS
-    if f == "token-to-head":
-        n = c["batch"] * c["seq"] * c["heads"] * 64
-        return {"merged": _normal(rng, n), "out": _halves(rng, n, half)}, {}
     if f == "inverse-rope-qkv":  # the attention backward's transposed halves
         q, kv = c["batch"] * c["heads"] * c["seq"] * 64, c["batch"] * c["kv_heads"] * c["seq"] * 64
         return {"d_q": _halves(rng, q, half), "d_k": _halves(rng, kv, half), "d_v": _halves(rng, kv, half)} \

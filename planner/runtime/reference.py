@@ -177,14 +177,6 @@ def row_terms(d_out: np.ndarray, out: np.ndarray) -> np.ndarray:
     return (d_out * out).sum(axis=-1)
 
 
-def _token_to_head(c, x, s):
-    merged = x["merged"].reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
-    heads = float_to_half(np.ascontiguousarray(merged).reshape(-1), c["half"])
-    out = half_to_float(x["out"], c["half"]).reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
-    row_terms = (half_to_float(heads, c["half"]).reshape(out.shape) * out).sum(axis=-1)
-    return {"heads": heads, "row_terms": row_terms.reshape(-1)}
-
-
 def _inverse_rope_qkv(c, x, s):
     b, sq, h, kv = c["batch"], c["seq"], c["heads"], c["kv_heads"]
     rows = lambda name, heads: half_to_float(x[name], c["half"]).reshape(heads, 64, b, sq).transpose(2, 0, 3, 1)
@@ -416,7 +408,6 @@ REFERENCES: dict[str, Reference] = {
                                   "row_terms": F32, "d_q": HALF}, _attention_query),
     "attention-key": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
                                 "row_terms": F32, "d_k": HALF, "d_v": HALF}, _attention_key),
-    "token-to-head": Reference({"heads": HALF, "row_terms": F32, "merged": F32, "out": HALF}, _token_to_head),
     "inverse-rope-qkv": Reference({"qkv_gradient": HALF, "d_q": HALF, "d_k": HALF, "cosine": F32, "sine": F32,
                                    "d_v": HALF}, _inverse_rope_qkv),
     "loss-target-gather": Reference({"correct": F32, "logits": F32, "targets": I32}, _loss_target_gather),
