@@ -4,7 +4,8 @@
 // each, the query tiles from the key tile's (the diagonal, masked) to the last:
 //   S^T = K Q^T, dP^T = V dO^T, P^T = 2^(S^T stream_scale - L),
 //   dS^T = P^T (dP^T - D), d_v += P^T dO, d_k += dS^T Q,
-// L the forward's base-2 log-sum-exp and D the row terms token-to-head forms.
+// L the forward's base-2 log-sum-exp and D the row terms the context
+// gradient's product forms (tiled-heads).
 // The parts take every PARTS-th step of that walk and their sums meet in part
 // order at the end. The query and d_out tiles ([b][h][s][64], half) and their
 // L and D are double-buffered in each part's shared memory; each tile serves

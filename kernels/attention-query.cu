@@ -1,7 +1,8 @@
 // Causal attention, backward, the query launch: a block per (64 queries, query
 // head h, batch b), K/V head g = h / GROUP, no atomics. With the forward's
-// base-2 log-sum-exp L and the row terms D = sum_d d_out O (token-to-head
-// forms them, so this launch and the key launch run side by side),
+// base-2 log-sum-exp L and the row terms D = sum_d d_out O (the context
+// gradient's product forms them in its epilogue, tiled-heads, so this launch
+// and the key launch run side by side),
 // P = 2^(q.k stream_scale - L) is recomputed tile by tile, then
 // dP = d_out V^T, dS = P (dP - D) and d_q = score_scale dS K, accumulated in
 // registers over the part's key tiles up to the diagonal in increasing order;

@@ -165,6 +165,21 @@ def _product_shared(c: Constants) -> int:
     return max(c["k_groups"] * ring, max(c["k_groups"] - 1, int(c["k_blocks"] > 1)) * tile_sums)
 
 
+def _row_sums_shared(c: Constants) -> int:
+    """A heads product's row terms where a warp holds part of a head's
+    columns (the warps' path, WARP_N under 64): each warp's partial sums of
+    its rows meet in shared memory, a word for each row of the tile and warp
+    along N. Where the block walks tiles (WGMMA 2, 3) the copying warpgroup
+    still fills the ring, so they take their own bytes past everything else;
+    otherwise they reuse the ring."""
+    split = c["block_n"] // c["warps_n"] < 64
+    return c["warps_n"] * c["block_m"] * 4 if split and c["wgmma"] >= 2 else 0
+
+
+def _heads_product_shared(c: Constants) -> int:
+    return _product_shared(c) + _row_sums_shared(c)
+
+
 def _product_block(c: Constants) -> int:
     """The warps of every K group, and with WGMMA 2 the warpgroup that copies."""
     return c["warps_m"] * c["warps_n"] * 32 * c["k_groups"] + (128 if c["wgmma"] >= 2 else 0)
@@ -198,6 +213,14 @@ def _gated_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
     return _half_product_extents(c, s) | {"gated": c["m"] * c["n"] // 2 * HALF_BYTES}
 
 
+def _heads_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
+    """The operands', the heads' layout in place of C, a row term for each
+    row and head, and the forward's output (token-major, C's shape)."""
+    operands = {k: v for k, v in _product_extents(c, s).items() if k != "c"}
+    halves = c["m"] * c["n"] * HALF_BYTES
+    return operands | {"heads": halves, "row_terms": c["m"] * c["heads"] * 4, "out": halves}
+
+
 def _rope_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
     """The operands', and the heads' layouts in place of C."""
     p = _attention_planes({**c, "batch": c["m"] // c["seq"]})
@@ -208,18 +231,26 @@ def _rope_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
 
 _PRODUCT_CONSTANTS = ("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
                       "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "per_sm", "half")
-# the rotary product's heads (kernels/tiled.cu, ROPE)
-HEADS_CONSTANTS = ("seq", "heads", "kv_heads")
-PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half", "tiled-gated", "tiled-rope")
+# the constants of the outputs stored by head (kernels/tiled.cu): the
+# rotary product's queries', keys' and values' heads (ROPE), the context
+# gradient's heads (BY_HEAD)
+HEADS_CONSTANTS = {"rope": ("seq", "heads", "kv_heads"), "heads": ("seq", "heads")}
+PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half", "tiled-gated", "tiled-rope", "tiled-heads")
 # what a product writes (its family, its key's suffix): C in binary32 (with R
 # added where it has one), C in the half format, the up and gate projections
-# in the half format with the gated activation, or the queries, keys and
-# values by head in the half format, the queries and keys turned
+# in the half format with the gated activation, the queries, keys and
+# values by head in the half format, the queries and keys turned, or C by
+# head in the half format with the attention backward's row terms
 PRODUCT_OUTPUTS = {"binary32": ("tiled", ""), "half": ("tiled-half", "-half"), "gated": ("tiled-gated", "-gated"),
-                   "rope": ("tiled-rope", "-rope")}
+                   "rope": ("tiled-rope", "-rope"), "heads": ("tiled-heads", "-heads")}
 # outputs whose epilogue pairs C's columns, so that a tile holds whole
 # n-tiles (no K split)
 PAIRED_OUTPUTS = ("gated", "rope")
+# outputs whose epilogue sums each head's columns of a row, so that one
+# block stores the whole tile (no K split across a cluster's blocks, which
+# each store a share of its n-tiles; K groups meet in the first, which
+# stores it all)
+SUMMED_OUTPUTS = ("heads",)
 
 _ATTENTION_TILE = 64 * 64 * HALF_BYTES
 _ATTENTION_CONSTANTS = ("batch", "seq", "heads", "kv_heads", "parts", "half")
@@ -310,12 +341,6 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                                  "d_k": p["kv"], "d_v": p["kv"], "cosine": p["angles"],
                                  "sine": p["angles"]})(_attention_planes(c)),
         registers=255, shared=_attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4), constants=_ATTENTION_CONSTANTS),
-    # a warp per head
-    Family("token-to-head", _args("heads:w row_terms:w merged:r out:r"), lambda c: 32 * c["heads"],
-           lambda c, s: (c["batch"] * c["seq"], 1, 1),
-           lambda c, s: (lambda n: {"heads": n * 64 * HALF_BYTES, "row_terms": n * 4, "merged": n * 64 * 4,
-                                    "out": n * 64 * HALF_BYTES})(c["batch"] * c["seq"] * c["heads"]),
-           constants=("batch", "seq", "heads", "half")),
     Family("loss-target-gather", _args("correct:w logits:r targets:r"), _fixed(256),
            lambda c, s: (_blocks(c["rows"], 256), 1, 1),
            lambda c, s: {"correct": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "targets": c["rows"] * 4},
@@ -373,7 +398,14 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     # launch of its own, nor a reading of C
     Family("tiled-rope", _args("queries:w keys:w values:w a:r b:r cosine:r sine:r"),
            _product_block, _product_grid, _rope_product_extents, registers=255, shared=_product_shared,
-           source="tiled", constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS),
+           source="tiled", constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS["rope"]),
+    # the context's gradient by head in the half format, with the attention
+    # backward's row terms from its rounded halves and the forward's output
+    # in the epilogue (kernels/tiled.cu, BY_HEAD): the seed's token-to-head
+    # takes no launch of its own, nor a binary32 C's round trip
+    Family("tiled-heads", _args("heads:w row_terms:w a:r b:r out:r"),
+           _product_block, _product_grid, _heads_product_extents, registers=255, shared=_heads_product_shared,
+           source="tiled", constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS["heads"]),
 ]}
 
 
@@ -511,10 +543,12 @@ class Tile:
     k_blocks: int = 1  # a cluster's blocks that split K (sm_90 on)
     per_sm: int = 1  # WGMMA 2, 3: the walking blocks a multiprocessor holds at once (the grid's waves)
 
-    def shared(self) -> int:
-        return _product_shared({"k_groups": self.k_groups, "stages": self.stages, "block_m": self.block_m,
-                                "block_n": self.block_n, "block_k": self.block_k, "k_blocks": self.k_blocks,
-                                "wgmma": self.wgmma})
+    def shared(self, output: str = "binary32") -> int:
+        """The shared memory a product's block takes with this tile (a
+        heads product's more: `_row_sums_shared`)."""
+        c = {"k_groups": self.k_groups, "stages": self.stages, "block_m": self.block_m, "block_n": self.block_n,
+             "block_k": self.block_k, "k_blocks": self.k_blocks, "wgmma": self.wgmma, "warps_n": self.warps_n}
+        return _heads_product_shared(c) if output == "heads" else _product_shared(c)
 
 
 # block M x block N x stages, warps along M x N: the seed's candidates 0..7,
@@ -570,10 +604,12 @@ def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None
     were measured on (`shared_limit_of_tiles`) unless another limit is given.
     A gated or rotary product's tiles hold whole n-tiles (no K split): its
     epilogue pairs each up value with its gate, each head's column with its
-    partner."""
+    partner. A heads product's tiles are stored by one block each (no K
+    split across a cluster's blocks): its epilogue sums each head's row."""
     limit = shared_limit_of_tiles() if shared_limit is None else shared_limit
     return (m % t.block_m == 0 and n % t.block_n == 0 and k % (t.block_k * t.k_groups * t.k_blocks) == 0
-            and t.shared() <= limit and not (output in PAIRED_OUTPUTS and (t.k_groups > 1 or t.k_blocks > 1)))
+            and t.shared(output) <= limit and not (output in PAIRED_OUTPUTS and (t.k_groups > 1 or t.k_blocks > 1))
+            and not (output in SUMMED_OUTPUTS and t.k_blocks > 1))
 
 
 # Without a recorded choice: the seed's four-stage tiles, largest first, are
@@ -598,6 +634,19 @@ def recorded_tiles() -> dict[str, int]:
     return {key: row["tile"] for key, row in _tiles_table()["choices"].items()}
 
 
+def recorded_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool,
+                  output: str = "binary32") -> int | None:
+    """The tile the table records for the product; for an output the sweep
+    has not measured at this shape yet, the tile it records for the same
+    shape with a binary32 C (the same operands and walk, another epilogue),
+    until a sweep of the key records its own."""
+    recorded = recorded_tiles()
+    key = product_key(a_layout, b_layout, m, n, k, residual, output)
+    if key in recorded:
+        return recorded[key]
+    return recorded.get(product_key(a_layout, b_layout, m, n, k, residual))
+
+
 def shared_limit_of_tiles() -> int:
     """The shared memory a block may take on the device the tiles table was
     measured on (its opt-in limit, which the sweep records); a plan whose
@@ -607,13 +656,14 @@ def shared_limit_of_tiles() -> int:
 
 def choose_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool,
                 output: str = "binary32") -> int:
-    """The candidate a product takes: its recorded choice where one serves it;
-    else the first preferred tile that gives the device a full wave of
-    blocks; else the serving tile with the most blocks (then stages)."""
+    """The candidate a product takes: its recorded choice where one serves it
+    (`recorded_tile`); else the first preferred tile that gives the device a
+    full wave of blocks; else the serving tile with the most blocks (then
+    stages)."""
     serving = [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k, output=output)]
     if not serving:
         raise ImageError(f"no tile serves the product m={m} n={n} k={k}")
-    recorded = recorded_tiles().get(product_key(a_layout, b_layout, m, n, k, residual, output))
+    recorded = recorded_tile(a_layout, b_layout, m, n, k, residual, output)
     if recorded in serving:
         return recorded
     blocks = lambda i: (m // TILE_CANDIDATES[i].block_m) * (n // TILE_CANDIDATES[i].block_n)
@@ -630,9 +680,17 @@ def product(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool
     k, i.e. B^T) or columns (k x n); operands in the half format; C written
     as `output` says (PRODUCT_OUTPUTS): gated, B's rows are the up
     projection's, then the gate's; rope, C's columns are the heads' (seq,
-    heads, kv_heads in `heads`)."""
+    heads, kv_heads in `heads`); heads, C's columns are the heads' (seq,
+    heads in `heads`)."""
     tile = choose_tile(a_layout, b_layout, m, n, k, residual, output)
     return tiled_image(a_layout, b_layout, m, n, k, residual, half, tile, output, heads)
+
+
+def _heads_columns(output: str, heads: Mapping[str, int]) -> int:
+    """C's columns of a product stored by head: the queries', keys' and
+    values' heads (rope), or the context's (heads)."""
+    count = heads["heads"] + 2 * heads["kv_heads"] if output == "rope" else heads["heads"]
+    return count * 64
 
 
 def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool, half: str,
@@ -640,9 +698,9 @@ def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
     """The product's image with one candidate tile (the sweep tries each)."""
     assert not (residual and output != "binary32"), "a residual is added to a binary32 C"
     assert output not in PAIRED_OUTPUTS or b_layout == "r", "a paired product's B rows are K-contiguous"
-    assert (output == "rope") == (heads is not None), "the heads are the rotary product's"
-    if heads is not None and (n != (heads["heads"] + 2 * heads["kv_heads"]) * 64 or m % heads["seq"]):
-        raise ImageError(f"a rotary product of m={m} n={n} does not hold whole sequences and heads {dict(heads)}")
+    assert (output in HEADS_CONSTANTS) == (heads is not None), "the heads are the outputs' stored by head"
+    if heads is not None and (n != _heads_columns(output, heads) or m % heads["seq"]):
+        raise ImageError(f"a {output} product of m={m} n={n} does not hold whole sequences and heads {dict(heads)}")
     t = TILE_CANDIDATES[tile]
     name = "tiled-" + product_key(a_layout, b_layout, m, n, k, residual, output)
     family = "tiled-add" if residual else PRODUCT_OUTPUTS[output][0]

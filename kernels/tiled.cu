@@ -1,6 +1,8 @@
 // C (M x N, binary32; rounded to the half format in tiled-half, tiled-gated,
-// which also writes the gated activation (see GATED), and tiled-rope, which
-// stores it by head, its queries and keys turned (see ROPE)) = A B (+ R):
+// which also writes the gated activation (see GATED), tiled-rope, which
+// stores it by head, its queries and keys turned (see ROPE), and
+// tiled-heads, which stores it by head with the attention backward's row
+// terms (see BY_HEAD)) = A B (+ R):
 // half operands, binary32 accumulation on the tensor cores (mma.sync
 // m16n8k16). A block computes a BLOCK_M x BLOCK_N tile of C with WARPS_M x
 // WARPS_N warps; K is walked in steps of BLOCK_K through a
@@ -166,6 +168,27 @@ static_assert(!B_COLUMNS && K_GROUPS == 1 && K_BLOCKS == 1 && N == ROTATED + KV_
 constexpr bool ROPE = false;
 #endif
 
+#if defined(IMAGE_FAMILY_TILED_HEADS)
+// The context's gradient (the attention output's data gradient) by head,
+// with the attention backward's row terms in its epilogue (the seed's
+// token-to-head, no launch of its own, nor a binary32 C written and read
+// again): C's columns are the heads', 64 each; C is rounded to the half
+// format and stored [batch][head][seq][64], and
+//   row_terms[b][h][s] = sum_d C~[b SEQ + s][h 64 + d] out[b SEQ + s][h 64 + d]
+// from the rounded halves C~ (those both backward launches read) times the
+// forward's output `out` (the half format, token-major), in binary32: a
+// thread's columns of the head, then its quad's (the four lanes of a row),
+// then, where the warps' path splits a head's columns across warps, the
+// warps' sums through shared memory in warp order (the same bits every run,
+// no atomics). The tile's sums are whole in one block: K groups meet in the
+// first, which stores the tile; K is not split across a cluster's blocks.
+constexpr bool BY_HEAD = true;
+static_assert(K_BLOCKS == 1 && N == HEADS * 64 && M % SEQ == 0,
+              "each tile stored by one block (no K split across a cluster), whole heads, whole sequences");
+#else
+constexpr bool BY_HEAD = false;
+#endif
+
 // The columns a gated or rotary tile takes from one of its two halves in
 // turn (above), as the path the image takes on the card pairs them (the
 // others' code is compiled too, never run): the warpgroups hold a tile's
@@ -291,14 +314,27 @@ struct Rope {
 };
 #define EPILOGUE_PARAMETER , Rope rope
 #define EPILOGUE_ARGUMENT , rope
+#elif defined(IMAGE_FAMILY_TILED_HEADS)
+static_assert(RESIDUAL == 0, "tiled-heads adds no residual");
+// where the heads go ([batch][head][seq][64], the half format) and the row
+// terms ([batch][head][seq], binary32), and the forward's output they are
+// formed with ([M][N], the half format)
+struct ByHead {
+  HALF* heads;
+  float* row_terms;
+  const HALF* out;
+};
+#define EPILOGUE_PARAMETER , ByHead by_head
+#define EPILOGUE_ARGUMENT , by_head
 #else
 static_assert(RESIDUAL == 0, "tiled adds no residual");
 #define EPILOGUE_PARAMETER
 #define EPILOGUE_ARGUMENT
 #endif
 
-// C's elements: binary32, or (tiled-half, tiled-gated, tiled-rope) rounded to the half format
-#if defined(IMAGE_FAMILY_TILED_HALF) || defined(IMAGE_FAMILY_TILED_GATED) || defined(IMAGE_FAMILY_TILED_ROPE)
+// C's elements: binary32, or (tiled-half, tiled-gated, tiled-rope, tiled-heads) rounded to the half format
+#if defined(IMAGE_FAMILY_TILED_HALF) || defined(IMAGE_FAMILY_TILED_GATED) || defined(IMAGE_FAMILY_TILED_ROPE) || \
+    defined(IMAGE_FAMILY_TILED_HEADS)
 #define HALF_C 1
 typedef HALF C_ELEMENT;
 #else
@@ -345,12 +381,16 @@ __device__ __forceinline__ void store_pair(HALF* c, int row, int column, float v
 // part. (The warps' path, which other cards take, stores words: for sm_86 the
 // certificate's schedule check refused the exchange's machine code, a
 // shuffle's result read on a path it could not rule out.)
-// (`at`: the thread's first pair's place; the row's 16 halves lie side by side.)
-__device__ __forceinline__ void store_tile_pair_at(HALF* at, float a0, float a1, float b0, float b1) {
-  const unsigned a = pack_halves(a0, a1), b = pack_halves(b0, b1);
+// (`at`: the thread's first pair's place; the row's 16 halves lie side by side;
+// a, b: the pairs' words, rounded.)
+__device__ __forceinline__ void store_tile_words_at(HALF* at, unsigned a, unsigned b) {
   const bool odd = threadIdx.x & 1;  // lane % 4 odd: the n-tile j + 1 half of the row's 16 halves
   const unsigned theirs = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
   store_c(reinterpret_cast<uint2*>(at + (odd ? 6 : 0)), odd ? make_uint2(theirs, b) : make_uint2(a, theirs));
+}
+
+__device__ __forceinline__ void store_tile_pair_at(HALF* at, float a0, float a1, float b0, float b1) {
+  store_tile_words_at(at, pack_halves(a0, a1), pack_halves(b0, b1));
 }
 
 // (Rows of LENGTH halves: C's, or the gated activation's.)
@@ -405,6 +445,45 @@ __device__ __forceinline__ Angles angles_of(const Rope& rope, int row0, int colu
 }
 #else
 struct Angles {};
+#endif
+
+#if defined(IMAGE_FAMILY_TILED_HEADS)
+// The place of the row term of (row, column) of C: [b][head][s] for row
+// b SEQ + s, column head 64 + d (unsigned: the divisions are shifts and
+// masks; in signed words their fixups for negative numbers, hoisted out of
+// the walk, took registers enough for sm_86's code of the 1 x 1024 tile to
+// spill)
+__device__ __forceinline__ unsigned head_row(unsigned row, unsigned column) {
+  return (row / SEQ * HEADS + column / 64) * SEQ + row % SEQ;
+}
+
+// C's place at (row, column) in the heads' layout
+__device__ __forceinline__ HALF* head_place(const ByHead& by_head, unsigned row, unsigned column) {
+  return by_head.heads + static_cast<size_t>(head_row(row, column)) * 64 + column % 64;
+}
+
+// out's pair at `from`, a word of two halves
+__device__ __forceinline__ unsigned out_word(const HALF* from) { return *reinterpret_cast<const unsigned*>(from); }
+
+// A pair's share of its row term: C's two halves as rounded (a word) times
+// out's, in binary32
+__device__ __forceinline__ float pair_term(unsigned c, unsigned o) {
+  return low_float(c) * low_float(o) + high_float(c) * high_float(o);
+}
+
+// A quad's sum (the four lanes holding a row's columns of each n-tile), by
+// butterfly: every lane of the quad ends with the same bits
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  v += __shfl_xor_sync(0xffffffffu, v, 2);
+  return v;
+}
+
+// A row's term of the head at `column`, once its quad's lanes have summed
+// it: the first lane writes it
+__device__ __forceinline__ void store_row_term(const ByHead& by_head, int row, int column, float term) {
+  if ((threadIdx.x & 3) == 0) by_head.row_terms[head_row(row, column)] = term;
+}
 #endif
 
 #if defined(IMAGE_FAMILY_TILED_GATED)
@@ -629,6 +708,37 @@ __device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[4 * D_T
     for (int half_row = 0; half_row < 2; ++half_row)
       store_tile_pair_at(head_place(rope, row0 + 8 * half_row, column0 + 8 * j), d[4 * j + 2 * half_row],
                          d[4 * j + 2 * half_row + 1], d[4 * j + 4 + 2 * half_row], d[4 * j + 5 + 2 * half_row]);
+#elif defined(IMAGE_FAMILY_TILED_HEADS)
+  // each head's n-tiles of each of the thread's rows in pairs: rounded,
+  // their share of the row's term summed (n-tile order), stored in the
+  // head's place; then the row's term summed over its quad and written.
+  // Where the warpgroups take tiles in turn (WGMMA 3) a thread holds two
+  // tiles' sums, and the pairs' exchange beside them took more registers
+  // than it has (local memory): there each pair goes as a word.
+  static_assert(D_TILES == BLOCK_N / 8, "the whole tile, its heads whole");
+#pragma unroll
+  for (int h = 0; h < BLOCK_N / 64; ++h)
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
+      const int row = row0 + 8 * half_row, column = column0 + 64 * h;  // the thread's first of the head's columns
+      HALF* const at = head_place(by_head, row, column);
+      const HALF* const from = by_head.out + static_cast<size_t>(row) * N + column;
+      float sum = 0.0f;
+#pragma unroll
+      for (int q = 0; q < 8; q += 2) {
+        const int e = 4 * (8 * h + q) + 2 * half_row;
+        const unsigned first = pack_halves(d[e], d[e + 1]), second = pack_halves(d[e + 4], d[e + 5]);
+        sum += pair_term(first, out_word(from + 8 * q));
+        sum += pair_term(second, out_word(from + 8 * q + 8));
+        if constexpr (ALTERNATING) {
+          store_c(reinterpret_cast<unsigned*>(at + 8 * q), first);
+          store_c(reinterpret_cast<unsigned*>(at + 8 * q + 8), second);
+        } else {
+          store_tile_words_at(at + 8 * q, first, second);
+        }
+      }
+      store_row_term(by_head, row, column, quad_sum(sum));
+    }
 #elif HALF_C
 #pragma unroll
   for (int j = 0; j < D_TILES; j += 2)
@@ -757,6 +867,96 @@ __device__ __forceinline__ void paired_n_tiles(float (&accumulator)[TILES_M][TIL
               paired_column(column0 + 8 * j), 2 * half_row);
 }
 
+#if defined(IMAGE_FAMILY_TILED_HEADS)
+// A warp's columns hold whole heads (WARP_N a multiple of 64) or a part of
+// one head's 64 columns, the other parts the next warps' along N
+constexpr int HEAD_PARTS = WARP_N < 64 ? 64 / WARP_N : 1;  // the warps holding a head's row
+constexpr int HEAD_TILES = WARP_N < 64 ? TILES_N : 8;      // a warp's n-tiles of each head it holds
+constexpr int WARP_HEADS = TILES_N / HEAD_TILES;           // the heads (or part of one) it holds
+
+// Where the warps' shares of a head's row terms meet, a word for each row
+// of the tile and warp along N (the manifest's _row_sums_shared): where the
+// block walks tiles (WGMMA 2, 3), past the ring, its mbarriers and the K
+// groups' sums, as the copying warpgroup goes on filling the ring; else
+// the ring, which the block is done with.
+__device__ __forceinline__ float* row_sums() {
+  extern __shared__ __align__(1024) HALF shared[];
+  if constexpr (WGMMA >= 2) {
+    constexpr int AFTER_RING = STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + (K_GROUPS - 1) * BLOCK_M * BLOCK_N * 4;
+    return reinterpret_cast<float*>(reinterpret_cast<char*>(shared) + AFTER_RING);
+  }
+  return reinterpret_cast<float*>(shared);
+}
+
+// The warps' epilogue of a heads product (`store_warps`): each row's
+// n-tiles of each head the warp holds rounded, their share of the row's
+// term summed (n-tile order) and stored in the head's place; then the
+// row's term summed over its quad and, where a head's columns span
+// HEAD_PARTS warps, over those warps in order through shared memory (every
+// thread of the group takes part in its barriers: the first K group alone,
+// the others have left).
+__device__ __forceinline__ void store_warps_by_head(float (&accumulator)[TILES_M][TILES_N][4], int row0, int column0,
+                                                    const ByHead& by_head) {
+  float sums[TILES_M][WARP_HEADS][2];
+#pragma unroll
+  for (int i = 0; i < TILES_M; ++i)
+#pragma unroll
+    for (int g = 0; g < WARP_HEADS; ++g)
+#pragma unroll
+      for (int half_row = 0; half_row < 2; ++half_row) {
+        // the thread's row, and its first of the head's columns
+        const int row = row0 + 16 * i + 8 * half_row, column = column0 + 64 * g;
+        HALF* const at = head_place(by_head, row, column);
+        const HALF* const from = by_head.out + static_cast<size_t>(row) * N + column;
+        float sum = 0.0f;
+#pragma unroll
+        for (int q = 0; q < HEAD_TILES; ++q) {
+          const float(&pair)[4] = accumulator[i][HEAD_TILES * g + q];
+          const unsigned word = pack_halves(pair[2 * half_row], pair[2 * half_row + 1]);
+          sum += pair_term(word, out_word(from + 8 * q));
+          store_c(reinterpret_cast<unsigned*>(at + 8 * q), word);
+        }
+        sums[i][g][half_row] = quad_sum(sum);
+      }
+  if constexpr (HEAD_PARTS == 1) {
+#pragma unroll
+    for (int i = 0; i < TILES_M; ++i)
+#pragma unroll
+      for (int g = 0; g < WARP_HEADS; ++g)
+#pragma unroll
+        for (int half_row = 0; half_row < 2; ++half_row)
+          store_row_term(by_head, row0 + 16 * i + 8 * half_row, column0 + 64 * g, sums[i][g][half_row]);
+  } else {
+    float* const partial = row_sums();  // [warp along N][row of the tile]
+    const int part = column0 % BLOCK_N / WARP_N;  // the warp's place along N
+    const bool first_lane = (threadIdx.x & 3) == 0;
+    // every warp of the group is done with these bytes (the ring's last
+    // stage, the K groups' sums, the last tile's row terms)
+    asm volatile("bar.sync 1, %0;" ::"n"(GROUP_THREADS) : "memory");
+    if (first_lane) {
+#pragma unroll
+      for (int i = 0; i < TILES_M; ++i)
+#pragma unroll
+        for (int half_row = 0; half_row < 2; ++half_row)
+          partial[part * BLOCK_M + (row0 + 16 * i + 8 * half_row) % BLOCK_M] = sums[i][0][half_row];
+    }
+    asm volatile("bar.sync 1, %0;" ::"n"(GROUP_THREADS) : "memory");
+    if (first_lane && part % HEAD_PARTS == 0) {  // the head's first warp adds the others' in warp order
+#pragma unroll
+      for (int i = 0; i < TILES_M; ++i)
+#pragma unroll
+        for (int half_row = 0; half_row < 2; ++half_row) {
+          const int row = row0 + 16 * i + 8 * half_row;
+          float term = sums[i][0][half_row];
+#pragma unroll
+          for (int p = 1; p < HEAD_PARTS; ++p) term += partial[(part + p) * BLOCK_M + row % BLOCK_M];
+          by_head.row_terms[head_row(row, column0)] = term;
+        }
+    }
+  }
+}
+#endif
+
 // The epilogue of a warp's accumulator (its thread's first row and column);
 // its elements: (row lane / 4, columns 2 (lane % 4) + 0, 1), and 8 rows below
 __device__ __forceinline__ void store_warps(C_ELEMENT* c, float (&accumulator)[TILES_M][TILES_N][4], int row0,
@@ -783,6 +983,8 @@ __device__ __forceinline__ void store_warps(C_ELEMENT* c, float (&accumulator)[T
     store_c(reinterpret_cast<unsigned*>(head_place(rope, row, column)), pack_halves(x[e], x[e + 1]));
     store_c(reinterpret_cast<unsigned*>(head_place(rope, row, column + 32)), pack_halves(y[e], y[e + 1]));
   });
+#elif defined(IMAGE_FAMILY_TILED_HEADS)
+  store_warps_by_head(accumulator, row0, column0, by_head);
 #else
   finish(c, [&](auto visit) {
 #pragma unroll
@@ -1162,6 +1364,12 @@ image(HALF* __restrict__ queries, HALF* __restrict__ keys, HALF* __restrict__ va
       TENSOR_MAP_PARAMETERS) {
   const Rope rope{queries, keys, values, cosine, sine};
   HALF* const c = nullptr;  // C goes by head (head_place), through `rope`
+#elif defined(IMAGE_FAMILY_TILED_HEADS)
+extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
+image(HALF* __restrict__ heads, float* __restrict__ row_terms, const HALF* __restrict__ a, const HALF* __restrict__ b,
+      const HALF* __restrict__ out TENSOR_MAP_PARAMETERS) {
+  const ByHead by_head{heads, row_terms, out};
+  HALF* const c = nullptr;  // C goes by head (head_place), through `by_head`
 #else
 extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
 image(C_ELEMENT* __restrict__ c, const HALF* __restrict__ a, const HALF* __restrict__ b TENSOR_MAP_PARAMETERS) {

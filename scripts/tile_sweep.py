@@ -12,7 +12,9 @@ it is timed: fresh random operands (never zeros), C poisoned with NaN, the
 relative error against a float64 product on the GPU must be under 1e-4 (1e-3
 for a C in the half format; a gated product's activation, against the
 activation of its own C, too; a rotary product's heads, against its C
-rounded and turned by random angles). A time is one launch's share of a graph of
+rounded and turned by random angles; a context gradient's heads, against
+its C rounded, and its row terms, against those of its own heads and the
+random output it reads). A time is one launch's share of a graph of
 REPEATS launches back to back (the plan's own gaps); the anchors are
 torch.matmul with half output timed the same way (a captured CUDA graph),
 and cuBLAS making what the product makes: C in binary32 where the product's
@@ -57,7 +59,7 @@ REPEATS = 20
 MARGIN = 1.05
 # the GELU's words of the gated product, as the plan passes them
 GELU = gelu_words(Constants.of(DEFAULT))
-ANY_SHARED = max(t.shared() for t in TILE_CANDIDATES)
+ANY_SHARED = max(t.shared(output) for t in TILE_CANDIDATES for output in PRODUCT_OUTPUTS)
 DTYPES = {"binary16": torch.float16, "bfloat16": torch.bfloat16}
 OUTPUT_OF_FAMILY = {family: output for output, (family, _) in PRODUCT_OUTPUTS.items()}
 
@@ -69,8 +71,8 @@ def bound(output: str) -> float:
 
 def shapes(batches: list[int]) -> dict[str, tuple]:
     """key -> (a layout, b layout, m, n, k, residual, half, output, heads) of
-    every product the plans launch (heads: the rotary product's seq, heads
-    and kv_heads, else None)."""
+    every product the plans launch (heads: the constants of an output stored
+    by head, HEADS_CONSTANTS, else None)."""
     out = {}
     for batch in batches:
         plan = build_plan(replace(DEFAULT, shape=replace(DEFAULT.shape, batch=batch)))
@@ -78,7 +80,7 @@ def shapes(batches: list[int]) -> dict[str, tuple]:
             if img.family in PRODUCT_FAMILIES:
                 c = img.constant_map
                 output = OUTPUT_OF_FAMILY.get(img.family, "binary32")  # tiled-add's C is binary32
-                heads = {key: c[key] for key in HEADS_CONSTANTS} if output == "rope" else None
+                heads = {key: c[key] for key in HEADS_CONSTANTS[output]} if output in HEADS_CONSTANTS else None
                 shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"], output,
                          heads)
                 out[product_key(*shape[:6], output)] = shape
@@ -173,6 +175,34 @@ class Heads:
         return _error(got, want)
 
 
+class ContextHeads:
+    """The context gradient's product's outputs (poisoned) and the forward's
+    output it reads (random), and what it should write: C as the half format
+    rounds it, by head, and each row's term from its own heads' halves
+    times the output (kernels/tiled.cu, BY_HEAD)."""
+
+    def __init__(self, m: int, heads: dict, dtype):
+        seq, h = heads["seq"], heads["heads"]
+        self.shape = (m // seq, h, seq, 64)
+        self.heads = torch.full((m * h * 64,), float("nan"), device="cuda", dtype=dtype)
+        self.row_terms = torch.full((m * h,), float("nan"), device="cuda", dtype=torch.float32)
+        self.out = torch.randn(m, h * 64, device="cuda").to(dtype)
+
+    def pointers(self) -> dict[str, int]:
+        return {"heads": self.heads.data_ptr(), "row_terms": self.row_terms.data_ptr(), "out": self.out.data_ptr()}
+
+    def error(self, expected, dtype) -> float:
+        b, h, seq, _ = self.shape
+        by_head = lambda tokens: tokens.view(b, seq, h, 64).transpose(1, 2)
+        got = self.heads.double().view(b, h, seq, 64)
+        terms = (got * by_head(self.out.double())).sum(dim=-1)
+        return max(_error(got, by_head(expected.to(dtype).double())), _error(self.row_terms.view(b, h, seq), terms))
+
+
+# the outputs stored by head: what each writes, and how it is checked
+BY_HEAD = {"rope": Heads, "heads": ContextHeads}
+
+
 def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output, heads) -> dict:
     """Every tile that serves the product within the device's shared memory, timed."""
     dtype = DTYPES[half]
@@ -193,7 +223,7 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output, heads
         img = _image(shape, tile)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32 if output == "binary32" else dtype)
         activation = torch.full((m, n // 2), float("nan"), device="cuda", dtype=dtype)
-        by_head = Heads(m, heads, dtype) if output == "rope" else None
+        by_head = BY_HEAD[output](m, heads, dtype) if output in BY_HEAD else None
         pointers = ({"a": a.data_ptr(), "b": b.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
                     | ({"gated": activation.data_ptr()} if output == "gated" else {})
                     | (by_head.pointers() if by_head else {"c": c.data_ptr()}))

@@ -19,13 +19,19 @@ def _heads(s: Shape) -> dict[str, int]:
     return {"seq": s.seq, "heads": s.heads, "kv_heads": s.kv_heads}
 
 
+def _context_heads(s: Shape) -> dict[str, int]:
+    return {"seq": s.seq, "heads": s.heads}
+
+
 def products(s: Shape, half: str) -> list[Image]:
     """The model's products: the forward's X W^T (rows, rows), the data
     gradients' dY W (rows, columns), the weight gradients' dY^T X (columns,
     columns); some add a residual; those the plan rounds to the half format
     (the gated activation's gradient) also with C in it; the queries, keys
     and values as one product with the rotary turn in its epilogue, the up
-    and gate projections as one with the gated activation in its."""
+    and gate projections as one with the gated activation in its; the
+    context's gradient by head with the attention backward's row terms in
+    its."""
     t, w, q, f, v = s.tokens, s.width, s.qkv_width, s.ffn, s.vocab
     shapes = [("r", "r", t, q, w, False), ("r", "r", t, w, w, True), ("r", "r", t, f, w, False),
               ("r", "r", t, w, f, True), ("r", "r", t, v, w, False),
@@ -36,7 +42,8 @@ def products(s: Shape, half: str) -> list[Image]:
     return ([product(a, b, m, n, k, r, half) for a, b, m, n, k, r in shapes]
             + [product("r", "r", t, q, w, False, half, "rope", _heads(s)),
                product("r", "r", t, 2 * f, w, False, half, "gated"),
-               product("r", "c", t, f, w, False, half, "half")])
+               product("r", "c", t, f, w, False, half, "half"),
+               product("r", "c", t, w, w, False, half, "heads", _context_heads(s))])
 
 
 def family_images(s: Shape, half: str) -> list[Image]:
@@ -59,7 +66,6 @@ def family_images(s: Shape, half: str) -> list[Image]:
         # each streaming attention image in every part count it may take
         *(image(f, f"{f}-parts{p}", parts=p, **heads)
           for f in STREAMING_ATTENTION for p in (1, 2)),
-        image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=half),
         image("loss-target-gather", rows=s.tokens, vocab=s.vocab), image("cross-entropy", rows=s.tokens, vocab=s.vocab),
         image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab, half=half),
         image("embedding-scatter", vocab=s.vocab, **rows),
@@ -80,16 +86,16 @@ def all_images(s: Shape, half: str) -> list[Image]:
 
 # the families whose bfloat16 images are checked too (those that convert halves)
 BFLOAT16_FAMILIES = ("cast-down", "cross-entropy-backward", "layernorm-forward", "layernorm-backward-add",
-                     "attention-forward", "attention-query", "attention-key", "token-to-head", "adamw",
+                     "attention-forward", "attention-query", "attention-key", "adamw",
                      "gated-gelu-backward")
 
 
 def bfloat16_images() -> list[Image]:
     """At the grouped shape: the families that convert halves, one product of
-    each operand layout (with and without a residual), the rotary, gated and
-    half products."""
+    each operand layout (with and without a residual), the rotary, gated,
+    half and heads products."""
     chosen = [i for i in family_images(GROUPED, "bfloat16") if i.family in BFLOAT16_FAMILIES]
-    return chosen + [products(GROUPED, "bfloat16")[i] for i in (0, 1, 5, 8, 11, 16, 17, 18)]
+    return chosen + [products(GROUPED, "bfloat16")[i] for i in (0, 1, 5, 8, 11, 16, 17, 18, 19)]
 
 
 def tile_images() -> list[Image]:
@@ -124,6 +130,21 @@ def rope_images() -> list[tuple[int, Image]]:
                             _heads(GROUPED))) for i in GATED_TILES]
 
 
+# a heads product's tile on each path its epilogue takes, at the small shape
+# (four heads): the warps' (mma.sync) with a head's columns across two warps
+# (2), in K groups (8), a head's columns in one warp (18); the warpgroups'
+# (27, and in K groups 28; other cards: the warps' path, a head across two
+# warps) and the warpgroups fed by tensor copies sharing tiles (40), taking
+# tiles in turn (41) or a tile's K steps in turn (54) (other cards: the
+# warps walking the tiles, a head across two warps, their sums past the ring)
+HEADS_TILES = (2, 8, 18, 27, 28, 40, 41, 54)
+
+
+def heads_images() -> list[tuple[int, Image]]:
+    return [(i, tiled_image("r", "c", SMALL.tokens, SMALL.width, SMALL.width, False, "binary16", i, "heads",
+                            _context_heads(SMALL))) for i in HEADS_TILES]
+
+
 # (case name, shape, image): the default shape, the small shape, the bfloat16
 # cases, every tile
 CASES: list[tuple[str, Shape, Image]] = (
@@ -133,4 +154,5 @@ CASES: list[tuple[str, Shape, Image]] = (
     + [(f"tile-{n}-{i.name}", SMALL, i) for n, i in enumerate(tile_images())]
     + [(f"gated-tile-{n}-{i.name}", SMALL, i) for n, i in gated_images()]
     + [(f"rope-tile-{n}-{i.name}", GROUPED, i) for n, i in rope_images()]
+    + [(f"heads-tile-{n}-{i.name}", SMALL, i) for n, i in heads_images()]
 )

@@ -17,6 +17,7 @@ from planner.certify.findings import FAIL, PASS, UNKNOWN, MachineFindings, Viola
 from planner.certify.properties import MACHINE_CHECKS, check
 from planner.certify.report import render
 from planner.certify.smt import Answer, Prover
+from planner.model.config import DEFAULT
 from planner.schedule.plan import HOST_WRITE, SUBMIT, WAIT, dumps
 from tests.plans import (ARENA, Builder, drop_launch, move_plane, move_pointer, synthetic, with_step,
                          without_step)
@@ -139,16 +140,23 @@ def test_cross_entropy_backward_writing_the_logits_gradient_over_the_loss_it_rea
 
 
 def test_a_backward_phase_reusing_a_buffer_it_still_carries(default_plan):
-    """head-layout carries merged-gradient from attention-output; its own
-    context-gradient-heads placed on those bytes overwrites it unread."""
+    """attention-head carries context-gradient-t (the row terms) from
+    head-layout; its own qkv gradient placed on those bytes has the query
+    launch's rows overwrite the row terms it and the key launch after it
+    still read."""
     p = default_plan
-    bad = move_plane(p, "context-gradient-heads", p.plane["merged-gradient"].offset)
+    bad = move_plane(p, "qkv-gradient-t", p.plane["context-gradient-t"].offset)
     outcome = check(bad, only=["declared", "survive"], limit=20)
-    hits = [v for v in _all(outcome) if _names(v) == {"context-gradient-heads", "merged-gradient"}]
+    hits = [v for v in _all(outcome) if "context-gradient-t" in _names(v)]
     assert {v.property for v in hits} == {"declared", "survive"}
+    declared = next(v for v in hits if v.property == "declared")
+    assert _names(declared) == {"qkv-gradient-t", "context-gradient-t"}
     survive = next(v for v in hits if v.property == "survive")
-    assert survive.writer.phase == "coppelius/head-layout" and survive.writer.plane == "context-gradient-heads"
-    assert "written by launch" in survive.message and "attention-output" in survive.message
+    assert survive.writer.phase == "coppelius/attention-head" and survive.writer.argument == "d_q"
+    assert survive.writer.image.startswith("attention-query") and survive.other.argument == "row_terms"
+    s = DEFAULT.shape
+    assert survive.overlap.stop - survive.overlap.start == s.tokens * s.heads * 4
+    assert "written by launch" in survive.message and "head-layout" in survive.message
 
 
 def test_a_pointer_slot_past_its_planes_end(default_plan):

@@ -20,7 +20,8 @@ import pytest
 
 from planner.kernels.manifest import POINTER, PRODUCT_FAMILIES, READ, Image
 from planner.model.config import Shape
-from planner.runtime.reference import DTYPES, HALF, REFERENCES, float_to_half, half_to_float, reference
+from planner.runtime.reference import (DTYPES, HALF, REFERENCES, by_head, float_to_half, half_to_float, reference,
+                                       row_terms)
 from planner.runtime.tensor_maps import launch_parameters
 from tests.kernel_images import CASES
 
@@ -72,10 +73,10 @@ def _attention_inputs(c, rng) -> dict[str, np.ndarray]:
          "v": _halves(rng, b * kv * s * 64, half), "d_out": _halves(rng, b * h * s * 64, half)}
     forward = reference("attention-forward", c, x, ATTENTION_SCALARS)
     x["out"], x["log_sum_exp"] = float_to_half(_f32(forward["out"]), half), _f32(forward["log_sum_exp"])
-    # the row terms as token-to-head forms them, from d_out's exact halves
-    merged = half_to_float(x["d_out"], half).reshape(b, h, s, 64).transpose(0, 2, 1, 3)
-    x["row_terms"] = _f32(reference("token-to-head", c, {"merged": _f32(merged.reshape(-1)), "out": x["out"]},
-                                    {})["row_terms"])
+    # the row terms as the context gradient's product forms them, from
+    # d_out's halves and the output's
+    out = by_head(c, half_to_float(x["out"], half))
+    x["row_terms"] = _f32(row_terms(half_to_float(x["d_out"], half).reshape(b, h, s, 64), out).reshape(-1))
     return x | _tables(rng, s)
 
 
@@ -118,9 +119,6 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
         return {"x": x["in"], "dy": _normal(rng, n), "gamma": x["gamma"], "statistics": stats} | residual, scalars
     if f.startswith("attention-"):
         return _attention_inputs(c, rng), ATTENTION_SCALARS
-    if f == "token-to-head":
-        n = c["batch"] * c["seq"] * c["heads"] * 64
-        return {"merged": _normal(rng, n), "out": _halves(rng, n, half)}, {}
     if f in ("loss-target-gather", "cross-entropy", "cross-entropy-backward"):
         x = {"logits": _normal(rng, c["rows"] * c["vocab"], 2.0),
              "targets": rng.integers(0, c["vocab"], c["rows"], dtype=np.int32)}
@@ -151,6 +149,8 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
         x = {"a": _halves(rng, m * k, half), "b": _halves(rng, n * k, half)}
         if f == "tiled-rope":
             return x | _tables(rng, c["seq"]), {}
+        if f == "tiled-heads":  # the forward's output, token-major, as C is
+            return x | {"out": _halves(rng, m * n, half)}, {}
         return x | ({"r": _normal(rng, m * n)} if c["residual"] else {}), GELU_SCALARS if f == "tiled-gated" else {}
     raise AssertionError(f"no inputs for family {f}")
 
@@ -177,6 +177,13 @@ def bound(img: Image, name: str, kind: str) -> float:
         return 4e-2 if bfloat16 else 1e-2
     if kind == HALF:                          # one rounding to the half format
         return 8e-3 if bfloat16 else 1e-3
+    if img.family == "tiled-heads" and name == "row_terms":
+        # sums of C's halves, each rounded from the kernel's binary32 sum
+        # where the reference rounds a float64 one: now and then a half
+        # lands on the other side of a rounding (in numpy, binary32 sums of
+        # random operands against float64: 4e-5 of the terms' norm in
+        # bfloat16 at the grouped shape, 1.3e-5 in binary16 at the default)
+        return 1e-3 if bfloat16 else 1e-4
     if img.family in PRODUCTS:                # binary32 sums of exact products
         return 1e-4
     return 1e-5

@@ -61,6 +61,22 @@ def test_a_gated_products_maps_bring_b_in_two_boxes_after_its_scalars():
     assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses["a"], addresses["b"]]
 
 
+def test_a_heads_products_maps_are_its_operands_after_its_pointers():
+    """The context gradient's product by head takes the operands' maps a
+    product with a half C takes, after its five pointers (the heads, the
+    row terms, A, B and the forward's output)."""
+    heads = {"seq": 256, "heads": 4}
+    img = tiled_image("r", "c", 1024, 256, 512, False, "binary16", FED, "heads", heads)
+    assert tensor_maps(img) == tensor_maps(tiled_image("r", "c", 1024, 256, 512, False, "binary16", FED, "half"))
+    addresses = {"heads": 0x10000, "row_terms": 0x18000, "a": 0x20000, "b": 0x40000, "out": 0x80000}
+    block = img.parameter_block(addresses, {})
+    cubin = compile_image(img, "sm_90")
+    out = launch_parameters(img, block, cubin, fake_encoder)
+    assert out[:len(block)] == block
+    taken = kernel_info(cubin).parameters[len(img.arguments):]
+    assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses["a"], addresses["b"]]
+
+
 def test_a_card_without_tensor_copies_takes_the_block_alone():
     img = tiled_image("r", "c", 256, 256, 512, False, "binary16", FED)
     block = img.parameter_block({"c": 1 << 16, "a": 2 << 16, "b": 3 << 16}, {})

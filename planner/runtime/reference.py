@@ -166,12 +166,15 @@ def _tables(x) -> tuple[np.ndarray, np.ndarray]:
     return _f64(x["cosine"]).reshape(32, -1), _f64(x["sine"]).reshape(32, -1)
 
 
-def _token_to_head(c, x, s):
-    merged = x["merged"].reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
-    heads = float_to_half(np.ascontiguousarray(merged).reshape(-1), c["half"])
-    out = half_to_float(x["out"], c["half"]).reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
-    row_terms = (half_to_float(heads, c["half"]).reshape(out.shape) * out).sum(axis=-1)
-    return {"heads": heads, "row_terms": row_terms.reshape(-1)}
+def by_head(c, tokens: np.ndarray) -> np.ndarray:
+    """[T][heads][64] (token-major) as [batch][heads][seq][64]."""
+    return tokens.reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
+
+
+def row_terms(d_out: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The attention backward's row terms D = sum_d dO O over each head's
+    64 columns of each row (both [batch][heads][seq][64])."""
+    return (d_out * out).sum(axis=-1)
 
 
 # ---- streaming attention ----
@@ -368,6 +371,17 @@ def _tiled_rope(c, x, s):
             "values": np.ascontiguousarray(values).reshape(-1)}
 
 
+def _tiled_heads(c, x, s):
+    """The context's gradient by head, C as the half format rounds it, and
+    the attention backward's row terms from those halves times the
+    forward's output (the seed's token-to-head, in the product's epilogue)."""
+    c = {**c, "batch": c["m"] // c["seq"]}
+    product = _tiled(c, x, s)["c"]
+    heads = by_head(c, half_to_float(float_to_half(product, c["half"]), c["half"]))
+    out = by_head(c, half_to_float(x["out"], c["half"]))
+    return {"heads": np.ascontiguousarray(heads).reshape(-1), "row_terms": row_terms(heads, out).reshape(-1)}
+
+
 _PRODUCT = {"c": F32, "a": HALF, "b": HALF}
 
 REFERENCES: dict[str, Reference] = {
@@ -395,7 +409,6 @@ REFERENCES: dict[str, Reference] = {
     "attention-key": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
                                 "row_terms": F32, "d_k": HALF, "d_v": HALF, "cosine": F32, "sine": F32},
                                _attention_key),
-    "token-to-head": Reference({"heads": HALF, "row_terms": F32, "merged": F32, "out": HALF}, _token_to_head),
     "loss-target-gather": Reference({"correct": F32, "logits": F32, "targets": I32}, _loss_target_gather),
     "cross-entropy": Reference({"loss": F32, "logits": F32, "correct": F32}, _cross_entropy),
     "cross-entropy-backward": Reference({"gradient": HALF, "logits": F32, "loss": F32, "correct": F32,
@@ -411,6 +424,7 @@ REFERENCES: dict[str, Reference] = {
     "tiled-gated": Reference(_PRODUCT | {"c": HALF, "gated": HALF}, _tiled_gated),
     "tiled-rope": Reference({"queries": HALF, "keys": HALF, "values": HALF, "a": HALF, "b": HALF, "cosine": F32,
                              "sine": F32}, _tiled_rope),
+    "tiled-heads": Reference({"heads": HALF, "row_terms": F32, "a": HALF, "b": HALF, "out": HALF}, _tiled_heads),
 }
 
 

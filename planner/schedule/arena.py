@@ -221,7 +221,6 @@ def seed_layout(config: Config) -> Layout:
     put("norm2-input-gradient", off["norm-scratch"], plane)
     put("output-dy-half", off["norm2-half"], half_plane)
     chain(scratch, [("output-dy-t", half_plane), ("output-merged-t", half_plane), ("output-weight-t", 2 * W * W)])
-    put("merged-gradient", off["qkv"], plane)
     put("context-gradient-heads", off["gated-half"], heads_half)
     chain(off["up"], [("queries-t", heads_half), ("keys-t", kv_half), ("context-gradient-t", heads_half)])
     # the qkv gradient, transposed in the half format: the attention
@@ -304,9 +303,8 @@ def _describe(config: Config, layout: Layout) -> dict[str, tuple[str, tuple[int,
     T, W, F, V, S, H, KV, B = s.tokens, s.width, s.ffn, s.vocab, s.seq, s.heads, s.kv_heads, s.batch
     half = "f16" if config.learner.half == "binary16" else "bf16"
     f32_planes = {"norm1", "norm2", "final-norm", "down", "norm-scratch", "projection", "final-gradient",
-                  "norm2-up-gradient", "norm2-gradient", "norm2-input-gradient", "merged-gradient",
-                  "norm1-gradient", "norm1-input-gradient", "residual-gradient", "attention-residual-gradient",
-                  "normalized-input"}
+                  "norm2-up-gradient", "norm2-gradient", "norm2-input-gradient", "norm1-gradient",
+                  "norm1-input-gradient", "residual-gradient", "attention-residual-gradient", "normalized-input"}
     half_planes = {"norm1-half", "norm2-half", "final-half", "merged-half", "final-half-t", "down-dy-t",
                    "down-dy-half", "ffn-input-t", "output-dy-half", "output-dy-t", "output-merged-t", "qkv-input-t"}
     d: dict[str, tuple[str, tuple[int, ...]]] = {n: ("f32", (T, W)) for n in f32_planes}
@@ -361,10 +359,9 @@ PHASES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("coppelius/ffn-gate", ("up-gradient", "gelu-gradient", "gate-gradient", "ffn-input-t", "ffn-gradient-half",
                             "ffn-gradient-t", "norm2-up-gradient", "ffn-weight-t", "norm2-gradient",
                             "norm2-input-gradient"), ("gated-gradient",)),
-    ("coppelius/attention-output", ("output-dy-half", "output-dy-t", "output-merged-t", "output-weight-t",
-                                    "merged-gradient"), ()),
+    ("coppelius/attention-output", ("output-dy-half", "output-dy-t", "output-merged-t", "output-weight-t"), ()),
     ("coppelius/head-layout", ("context-gradient-heads", "values-heads", "queries-t", "keys-t",
-                               "context-gradient-t"), ("merged-gradient",)),
+                               "context-gradient-t"), ()),
     # (the seed's: the attention backward's gradients by head, carried into
     # qkv, where a launch of its own turned them back into the qkv gradient;
     # ours: the attention backward's launches make the qkv gradient, reading

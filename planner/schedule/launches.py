@@ -452,15 +452,17 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
     with b.phase(ATTENTION_OUTPUT):
         # and `other`, likewise
         tiled(b, "c", "c", W, W, T, g("output"), gradient_half(b), sv("merged-half"))
-        tiled(b, "r", "c", T, W, W, at("merged-gradient"), gradient_half(b), h("output"))
     with b.phase(HEAD_LAYOUT):
-        # with the row terms of both attention launches, so that neither waits
-        # for the other: in the seed's transposed context gradient, which the
-        # streaming backward does not make (row-terms is a plane of the next
-        # phase)
-        b.launch(image("token-to-head", batch=s.batch, seq=s.seq, heads=s.heads, half=_half(b.config)),
+        # the context's gradient by head in the half format, with the row
+        # terms of both attention launches, so that neither waits for the
+        # other, in its product's epilogue (the seed's token-to-head and its
+        # binary32 merged gradient are not made): the output's gradient is
+        # still in x-hat's plane, a global. The row terms go in the seed's
+        # transposed context gradient, which the streaming backward does not
+        # make (row-terms is a plane of the next phase)
+        b.launch(product("r", "c", T, W, W, False, _half(b.config), "heads", {"seq": s.seq, "heads": s.heads}),
                  {"heads": at("context-gradient-heads"), "row_terms": at("context-gradient-t"),
-                  "merged": at("merged-gradient"), "out": sv("merged-half")})
+                  "a": gradient_half(b), "b": h("output"), "out": sv("merged-half")})
         # the seed's transposed queries, keys and context gradient and its
         # values by head are not made: the streaming backward reads each tile
         # both ways (ldmatrix and its transposing form, or the warpgroup

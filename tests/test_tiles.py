@@ -1,0 +1,66 @@
+"""The tiles a product takes: a heads product's (the context's gradient by
+head, with the row terms) serve it whole in one block, and a product the
+tile sweep has not measured takes the tile its shape records with a
+binary32 C, a tile with warpgroup products and the most blocks the shape
+allows."""
+
+from __future__ import annotations
+
+from planner.kernels import manifest
+from planner.kernels.manifest import (FILL_BLOCKS, TILE_CANDIDATES, choose_tile, product_key, recorded_tile,
+                                      recorded_tiles, tile_serves)
+from planner.model.config import DEFAULT
+
+
+def test_a_heads_product_is_stored_by_one_block_a_tile():
+    """K split across a cluster's blocks is refused (each block would store
+    a share of a tile's heads); K groups serve (the first stores the tile)."""
+    m, n, k = 1024, 512, 512
+    split = [t for t in TILE_CANDIDATES if t.k_blocks > 1 and tile_serves(t, m, n, k)]
+    assert split and not any(tile_serves(t, m, n, k, output="heads") for t in split)
+    grouped = [t for t in TILE_CANDIDATES if t.k_groups > 1 and tile_serves(t, m, n, k)]
+    assert grouped and all(tile_serves(t, m, n, k, output="heads") for t in grouped)
+
+
+def test_a_heads_product_walking_tiles_takes_its_row_sums_own_bytes():
+    """Where a warp holds part of a head (WARP_N under 64) and the block
+    walks tiles (WGMMA 2, 3), the warps' row sums take shared memory past
+    the ring; elsewhere they reuse the ring."""
+    for t in TILE_CANDIDATES:
+        extra = t.shared("heads") - t.shared()
+        split = t.block_n // t.warps_n < 64
+        assert extra == (t.warps_n * t.block_m * 4 if split and t.wgmma >= 2 else 0), t
+
+
+def _heads_keys() -> dict[int, tuple]:
+    """The attention output's data gradient (dY W^T, the context's gradient)
+    of the default model at 1 x and 8 x 1024: batch -> its shape (a layout,
+    b layout, m, n, k, residual)."""
+    s = DEFAULT.shape
+    return {batch: ("r", "c", batch * s.seq, s.width, s.width, False) for batch in (1, 8)}
+
+
+def test_an_unmeasured_heads_product_takes_its_shapes_binary32_tile(monkeypatch):
+    # the table as it was before the sweep measured the products by head
+    recorded = {key: tile for key, tile in recorded_tiles().items() if not key.endswith("-heads")}
+    monkeypatch.setattr(manifest, "recorded_tiles", lambda: recorded)
+    for batch, shape in _heads_keys().items():
+        plain = recorded[product_key(*shape)]
+        assert recorded_tile(*shape, "heads") == plain == choose_tile(*shape, "heads")
+        t = TILE_CANDIDATES[plain]
+        assert t.wgmma >= 1 and tile_serves(t, *shape[2:5], output="heads")
+        m, n = shape[2], shape[3]
+        tiles = (m // t.block_m) * (n // t.block_n)
+        blocks = min(tiles, t.per_sm * FILL_BLOCKS) if t.wgmma >= 2 else tiles
+        most = max((m // c.block_m) * (n // c.block_n) for c in TILE_CANDIDATES
+                   if tile_serves(c, *shape[2:5], output="heads"))
+        assert blocks >= min(FILL_BLOCKS, most), (batch, plain, blocks)
+
+
+def test_a_measured_heads_product_takes_its_own_tile(monkeypatch):
+    shape = _heads_keys()[1]
+    own = next(i for i, t in enumerate(TILE_CANDIDATES)
+               if tile_serves(t, *shape[2:5], output="heads") and i != recorded_tiles()[product_key(*shape)])
+    table = recorded_tiles() | {product_key(*shape, "heads"): own}
+    monkeypatch.setattr(manifest, "recorded_tiles", lambda: table)
+    assert choose_tile(*shape, "heads") == own
