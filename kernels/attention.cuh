@@ -439,13 +439,6 @@ __device__ __forceinline__ void store_turned(const float (&sums)[8][4], float sc
   store_pairs(pairs, to, scratch, thread);
 }
 
-// the sum of a row's values across the quad of lanes that holds it (every lane
-// of the quad gets the same bits)
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));

@@ -66,6 +66,13 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// the same over the quad of lanes that holds a row of an mma tile's (or a
+// warpgroup's) values
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));

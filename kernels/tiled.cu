@@ -471,14 +471,6 @@ __device__ __forceinline__ float pair_term(unsigned c, unsigned o) {
   return low_float(c) * low_float(o) + high_float(c) * high_float(o);
 }
 
-// A quad's sum (the four lanes holding a row's columns of each n-tile), by
-// butterfly: every lane of the quad ends with the same bits
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  v += __shfl_xor_sync(0xffffffffu, v, 2);
-  return v;
-}
-
 // A row's term of the head at `column`, once its quad's lanes have summed
 // it: the first lane writes it
 __device__ __forceinline__ void store_row_term(const ByHead& by_head, int row, int column, float term) {
