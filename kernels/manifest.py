@@ -205,6 +205,11 @@ def _product_extents(c: Constants, s: Scalars) -> dict[str, int]:
     return out
 
 
+def _operand_extents(c: Constants, s: Scalars) -> dict[str, int]:
+    """A product's operands' extents, for an output stored elsewhere than C."""
+    return {k: v for k, v in _product_extents(c, s).items() if k != "c"}
+
+
 def _half_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
     return _product_extents(c, s) | {"c": c["m"] * c["n"] * HALF_BYTES}
 
@@ -216,7 +221,7 @@ def _gated_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
 def _heads_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
     """The operands', the heads' layout in place of C, a row term for each
     row and head, and the forward's output (token-major, C's shape)."""
-    operands = {k: v for k, v in _product_extents(c, s).items() if k != "c"}
+    operands = _operand_extents(c, s)
     halves = c["m"] * c["n"] * HALF_BYTES
     return operands | {"heads": halves, "row_terms": c["m"] * c["heads"] * 4, "out": halves}
 
@@ -224,7 +229,7 @@ def _heads_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
 def _rope_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
     """The operands', and the heads' layouts in place of C."""
     p = _attention_planes({**c, "batch": c["m"] // c["seq"]})
-    operands = {k: v for k, v in _product_extents(c, s).items() if k != "c"}
+    operands = _operand_extents(c, s)
     return operands | {"queries": p["q"], "keys": p["kv"], "values": p["kv"], "cosine": p["angles"],
                        "sine": p["angles"]}
 

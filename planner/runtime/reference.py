@@ -148,12 +148,6 @@ def _layernorm_parameters(c, x, s):
 
 # ---- attention layouts ----
 
-def _qkv(c, qkv: np.ndarray) -> np.ndarray:
-    """qkv [T][heads + 2 kv_heads][64] as [batch][heads + 2 kv_heads][seq][64]."""
-    b, sq, h, kv = c["batch"], c["seq"], c["heads"], c["kv_heads"]
-    return qkv.reshape(b, sq, h + 2 * kv, 64).transpose(0, 2, 1, 3)
-
-
 def _rotate(pairs: np.ndarray, cosine: np.ndarray, sine: np.ndarray, sign: int) -> np.ndarray:
     """Columns i, i + 32 of [..][seq][64] turned by the angle of column i at
     each position (sign -1 turns back); tables [32][seq]."""
@@ -167,8 +161,15 @@ def _tables(x) -> tuple[np.ndarray, np.ndarray]:
 
 
 def by_head(c, tokens: np.ndarray) -> np.ndarray:
-    """[T][heads][64] (token-major) as [batch][heads][seq][64]."""
-    return tokens.reshape(c["batch"], c["seq"], c["heads"], 64).transpose(0, 2, 1, 3)
+    """[T][heads][64] (token-major; the heads of any count: the context's,
+    or the queries', keys' and values' side by side) as
+    [batch][heads][seq][64]."""
+    return tokens.reshape(c["batch"], c["seq"], -1, 64).transpose(0, 2, 1, 3)
+
+
+def _rounded(c, x: np.ndarray) -> np.ndarray:
+    """x as the half format rounds it, in float64."""
+    return half_to_float(float_to_half(x, c["half"]), c["half"])
 
 
 def row_terms(d_out: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -233,8 +234,7 @@ def _turned_back(c, x, heads: np.ndarray) -> np.ndarray:
     """A query or key gradient ([b][head][s][64]) as the half format rounds
     it, turned back by the rotary angles of its positions (as the backward
     stores it)."""
-    rounded = half_to_float(float_to_half(heads, c["half"]), c["half"])
-    return _rotate(rounded, *_tables(x), sign=-1)
+    return _rotate(_rounded(c, heads), *_tables(x), sign=-1)
 
 
 def _attention_query(c, x, s):
@@ -364,9 +364,9 @@ def _tiled_rope(c, x, s):
     product's epilogue); the values as C is."""
     c = {**c, "batch": c["m"] // c["seq"]}
     product = _tiled(c, x, s)["c"]
-    heads = _qkv(c, half_to_float(float_to_half(product, c["half"]), c["half"]))
+    heads = by_head(c, _rounded(c, product))
     rotated = _rotate(heads[:, : c["heads"] + c["kv_heads"]], *_tables(x), sign=1)
-    values = _qkv(c, product)[:, c["heads"] + c["kv_heads"]:]  # [b][g][s][64]
+    values = by_head(c, product)[:, c["heads"] + c["kv_heads"]:]  # [b][g][s][64]
     return {"queries": rotated[:, : c["heads"]].reshape(-1), "keys": rotated[:, c["heads"]:].reshape(-1),
             "values": np.ascontiguousarray(values).reshape(-1)}
 
@@ -377,7 +377,7 @@ def _tiled_heads(c, x, s):
     forward's output (the seed's token-to-head, in the product's epilogue)."""
     c = {**c, "batch": c["m"] // c["seq"]}
     product = _tiled(c, x, s)["c"]
-    heads = by_head(c, half_to_float(float_to_half(product, c["half"]), c["half"]))
+    heads = by_head(c, _rounded(c, product))
     out = by_head(c, half_to_float(x["out"], c["half"]))
     return {"heads": np.ascontiguousarray(heads).reshape(-1), "row_terms": row_terms(heads, out).reshape(-1)}
 
