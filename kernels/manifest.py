@@ -346,6 +346,16 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                                  "d_k": p["kv"], "d_v": p["kv"], "cosine": p["angles"],
                                  "sine": p["angles"]})(_attention_planes(c)),
         registers=255, shared=_attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4), constants=_ATTENTION_CONSTANTS),
+    Family("attention-backward", _args(
+        "q:r k:r v:r d_out:r log_sum_exp:r row_terms:r d_q:w d_k:w d_v:w cosine:r sine:r "
+        "stream_scale:f32 score_scale:f32"),
+        _attention_block, lambda c, s: (c["seq"] // 64, c["kv_heads"], c["batch"]),
+        lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
+                                 "log_sum_exp": p["rows"], "row_terms": p["rows"], "d_q": p["q"],
+                                 "d_k": p["kv"], "d_v": p["kv"], "cosine": p["angles"],
+                                 "sine": p["angles"]})(_attention_planes(c)),
+        registers=255, shared=_attention_shared(2 * _ATTENTION_TILE, 2 * _ATTENTION_TILE),
+        constants=_ATTENTION_CONSTANTS),
     Family("loss-target-gather", _args("correct:w logits:r targets:r"), _fixed(256),
            lambda c, s: (_blocks(c["rows"], 256), 1, 1),
            lambda c, s: {"correct": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "targets": c["rows"] * 4},
@@ -718,7 +728,7 @@ def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
 
 # The streaming attention images: each block walks the key (or query) tiles
 # in one part or two.
-STREAMING_ATTENTION = ("attention-forward", "attention-query", "attention-key")
+STREAMING_ATTENTION = ("attention-forward", "attention-query", "attention-key", "attention-backward")
 
 
 def attention_parts(family: str, batch: int, seq: int, heads: int, kv_heads: int) -> int:
@@ -727,8 +737,23 @@ def attention_parts(family: str, batch: int, seq: int, heads: int, kv_heads: int
     and halving it paid (1 x 1024: forward 16 -> 12.6 us, query 16.5 -> 14.6
     us, key 20.4 -> 17.0 us on the H200); with more blocks the parts' larger
     blocks lose (8 x 1024: one layer's attention 195 -> 226 us)."""
-    blocks = batch * (kv_heads if family == "attention-key" else heads) * (seq // 64)
+    blocks = batch * (kv_heads if family in ("attention-key", "attention-backward") else heads) * (seq // 64)
     return 2 if blocks < 2 * FILL_BLOCKS else 1
+
+
+def attention_backward(batch: int, seq: int, heads: int, kv_heads: int) -> tuple[str, ...]:
+    """The backward's launches: one whose blocks take a key tile's walk and
+    then the same tile's query walks, where the key launch would have fewer
+    blocks than two waves of the device; the query and the key launch
+    elsewhere. With so few blocks each launch's blocks hold a multiprocessor's
+    registers, so the two ran one after the other, the longest key walk then
+    the longest query walk, where the one launch's blocks walk GROUP (TILES +
+    1) tiles each (1 x 1024, the update: 2.344 -> 2.276 ms). With many waves
+    the two launches' shorter blocks fill the device better (8 x 1024, the
+    update: 9.825 -> 9.872 ms with the one launch)."""
+    if attention_parts("attention-key", batch, seq, heads, kv_heads) > 1:
+        return ("attention-backward",)
+    return ("attention-query", "attention-key")
 
 
 def attention(family: str, batch: int, seq: int, heads: int, kv_heads: int, half: str) -> Image:

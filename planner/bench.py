@@ -174,7 +174,7 @@ def torch_graph_us(work, repeats: int) -> float:
 
 
 def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float]:
-    """One layer's streaming attention (forward, query and key launches) beside
+    """One layer's streaming attention (the forward and the plan's backward launches) beside
     PyTorch's SDPA forward + backward (causal) on the same random operands,
     each timed as a graph of `repeats` rounds; with the two outputs' relative
     difference, to show it is the same computation."""
@@ -183,7 +183,7 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
     import torch
     import torch.nn.functional as F
 
-    from planner.kernels.manifest import attention
+    from planner.kernels.manifest import attention, attention_backward
     from planner.runtime import driver
     from planner.runtime.nvrtc import compile_image
 
@@ -203,7 +203,7 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
     scalars = {"stream_scale": math.log2(math.e) / math.sqrt(64), "score_scale": 1 / math.sqrt(64)}
     launches, kernels = [], []
     try:
-        for family in ("attention-forward", "attention-query", "attention-key"):
+        for family in ("attention-forward", *attention_backward(b, t, h, kv)):
             img = attention(family, b, t, h, kv, half)
             kernel = driver.load_kernel(compile_image(img, gpu.arch), img.shared_bytes)
             kernels.append(kernel)

@@ -86,7 +86,7 @@ def all_images(s: Shape, half: str) -> list[Image]:
 
 # the families whose bfloat16 images are checked too (those that convert halves)
 BFLOAT16_FAMILIES = ("cast-down", "cross-entropy-backward", "layernorm-forward", "layernorm-backward-add",
-                     "attention-forward", "attention-query", "attention-key", "adamw",
+                     "attention-forward", "attention-query", "attention-key", "attention-backward", "adamw",
                      "gated-gelu-backward")
 
 

@@ -141,9 +141,9 @@ def test_cross_entropy_backward_writing_the_logits_gradient_over_the_loss_it_rea
 
 def test_a_backward_phase_reusing_a_buffer_it_still_carries(default_plan):
     """attention-head carries context-gradient-t (the row terms) from
-    head-layout; its own qkv gradient placed on those bytes has the query
-    launch's rows overwrite the row terms it and the key launch after it
-    still read."""
+    head-layout; its own qkv gradient placed on those bytes has the
+    attention backward's launch write its query rows over the row terms it
+    still reads."""
     p = default_plan
     bad = move_plane(p, "qkv-gradient-t", p.plane["context-gradient-t"].offset)
     outcome = check(bad, only=["declared", "survive"], limit=20)
@@ -153,7 +153,7 @@ def test_a_backward_phase_reusing_a_buffer_it_still_carries(default_plan):
     assert _names(declared) == {"qkv-gradient-t", "context-gradient-t"}
     survive = next(v for v in hits if v.property == "survive")
     assert survive.writer.phase == "coppelius/attention-head" and survive.writer.argument == "d_q"
-    assert survive.writer.image.startswith("attention-query") and survive.other.argument == "row_terms"
+    assert survive.writer.image.startswith("attention-backward") and survive.other.argument == "row_terms"
     s = DEFAULT.shape
     assert survive.overlap.stop - survive.overlap.start == s.tokens * s.heads * 4
     assert "written by launch" in survive.message and "head-layout" in survive.message

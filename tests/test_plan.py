@@ -9,7 +9,7 @@ from math import ceil
 
 import pytest
 
-from planner.kernels.manifest import layernorm_parts
+from planner.kernels.manifest import attention_backward, layernorm_parts
 from planner.model.config import DEFAULT, Shape
 from planner.schedule import build_plan
 from planner.schedule.arena import BANK_ALIGNMENT, PARAMETER_ALIGNMENT, entries, seed_layout
@@ -148,8 +148,11 @@ def expected_counts(config) -> dict[str, int]:
     # loss; its gradient (in the half format); the output's two products and
     # layer norm backward (sums, parameters); 15 a layer (the inverse rotary
     # turn in the attention backward's store, the context's gradient by head
-    # with the row terms in its product); ids' copy, scatter
-    backward = 3 + 1 + 4 + 15 * L + 2
+    # with the row terms in its product), 14 where the attention backward is
+    # one launch (the key launch would have fewer blocks than two waves of
+    # the H200's 132 multiprocessors); ids' copy, scatter
+    one_backward = s.batch * s.kv_heads * (s.seq // 64) < 2 * 132
+    backward = 3 + 1 + 4 + (14 if one_backward else 15) * L + 2
     transfer = _pieces(3 * lay.parameter_bytes, r.staging_bytes, lay.parameter_bytes, r.copy_piece_bytes)
     return {
         "initialize": 4 * per_bank + (4 * L + 2) + (1 + 5 * L),   # draws and zeros; gains and shifts; recast
@@ -238,7 +241,9 @@ def test_launch_and_submission_counts(config):
     # the qkv weight's and data gradients' products, the layer norm's backward (the qkv gradient
     # comes turned back from the attention backward's launches)
     assert per_phase["coppelius/qkv"] == 4 * L
-    assert per_phase["coppelius/head-layout"] == L and per_phase["coppelius/attention-head"] == 2 * L
+    s = config.shape
+    backward_launches = 1 if s.batch * s.kv_heads * (s.seq // 64) < 2 * 132 else 2
+    assert per_phase["coppelius/head-layout"] == L and per_phase["coppelius/attention-head"] == backward_launches * L
     # the prediction's, the update's, the final's, the evaluation's
     assert per_phase["coppelius/layer"] == 7 * L * 4
     assert per_phase["coppelius/adamw"] == pieces * want["adamw"]
@@ -377,20 +382,23 @@ def test_the_logits_gradient_is_written_once_in_the_half_format(default_plan):
                    for l in launches)
 
 
-@pytest.mark.parametrize("config", [DEFAULT, replace(DEFAULT, shape=OTHER_SHAPES[1])], ids=["default", "gqa"])
+@pytest.mark.parametrize("config", [DEFAULT, replace(DEFAULT, shape=OTHER_SHAPES[1]),
+                                    replace(DEFAULT, shape=OTHER_SHAPES[2])], ids=["default", "gqa", "batch8"])
 def test_the_attention_backward_writes_the_qkv_gradients_rows(config):
     """Each layer's attention backward writes the transposed qkv gradient
-    whole, each byte once: the query launch the query heads' rows, the key
-    launch the key heads' and then the value heads' (its two arguments'
-    rows apart), both reading the rotary tables whole; the qkv phase's
-    products read the plane, and no launch turns it back on its own."""
+    whole, each byte once: the query walks the query heads' rows, the key
+    walks the key heads' and then the value heads' (two arguments' rows
+    apart), in one launch or in the query and the key launch, each reading
+    the rotary tables whole; the qkv phase's products read the plane, and
+    no launch turns it back on its own."""
     plan, s = build_plan(config), config.shape
     plane = plan.plane["qkv-gradient-t"]
     rows = lambda heads: heads * s.head_width * s.tokens * 2
     queries, keys = plane.offset + rows(s.heads), plane.offset + rows(s.heads + s.kv_heads)
     want = {"d_q": (plane.offset, queries), "d_k": (queries, keys), "d_v": (keys, plane.stop)}
     backward = [l for l in plan.launches if l.phase == "coppelius/attention-head"]
-    assert len(backward) == 2 * s.layers
+    families = attention_backward(s.batch, s.seq, s.heads, s.kv_heads)
+    assert len(backward) == len(families) * s.layers
     for l in backward:
         written = {a.argument: (a.start, a.stop) for a in l.accesses if a.writes}
         assert written == {k: v for k, v in want.items() if k in written}, (l.index, l.image)
@@ -398,7 +406,8 @@ def test_the_attention_backward_writes_the_qkv_gradients_rows(config):
         assert tables == {"cosine": (plan.plane["rotary-cosine"].offset, plan.plane["rotary-cosine"].stop),
                           "sine": (plan.plane["rotary-sine"].offset, plan.plane["rotary-sine"].stop)}
     writers = [sorted(a.argument for a in l.accesses if a.writes) for l in backward]
-    assert writers == [["d_q"], ["d_k", "d_v"]] * s.layers
+    walks = {"attention-backward": ["d_k", "d_q", "d_v"], "attention-query": ["d_q"], "attention-key": ["d_k", "d_v"]}
+    assert writers == [walks[f] for f in families] * s.layers
     readers = [l for l in plan.launches if l.phase == "coppelius/qkv" and any(
         a.start < plane.stop and plane.offset < a.stop and not a.writes for a in l.accesses)]
     assert len(readers) == 2 * s.layers and all(l.image.startswith("tiled") for l in readers)
@@ -437,9 +446,9 @@ def test_products_read_only_in_the_half_format_write_it(default_plan):
 def test_the_context_gradient_is_stored_by_head_with_its_row_terms(default_plan):
     """Each layer's attention output data gradient is one product, the only
     launch of head-layout: it writes the context's gradient by head in the
-    half format and the row terms, which both attention launches after it
-    read as written, from the forward's output it reads; no binary32
-    context gradient is written."""
+    half format and the row terms, which the attention backward's launch
+    after it reads as written, from the forward's output it reads; no
+    binary32 context gradient is written."""
     s, launches = DEFAULT.shape, default_plan.launches
     heads = [l for l in launches if l.phase == "coppelius/head-layout"]
     assert len(heads) == s.layers
@@ -450,11 +459,21 @@ def test_the_context_gradient_is_stored_by_head_with_its_row_terms(default_plan)
         assert access["heads"][1] - access["heads"][0] == s.tokens * s.width * 2
         assert access["row_terms"][1] - access["row_terms"][0] == s.tokens * s.heads * 4
         assert access["out"][1] - access["out"][0] == s.tokens * s.width * 2
-        after = launches[l.index + 1:l.index + 3]
-        assert [a.image.split("-parts")[0] for a in after] == ["attention-query", "attention-key"]
+        after = [a for a in launches[l.index + 1:l.index + 3] if a.phase == "coppelius/attention-head"]
+        assert [a.image.split("-parts")[0] for a in after] == ["attention-backward"]
         for a in after:
             read = {x.argument: (x.start, x.stop) for x in a.accesses}
             assert (read["d_out"], read["row_terms"]) == (access["heads"], access["row_terms"])
+
+
+def test_the_attention_backward_is_one_launch_where_the_key_launch_would_be_short():
+    """One launch whose blocks take both walks where the key launch would
+    have fewer blocks than two waves of the device (1 x 1024: 128 blocks;
+    2 x 1024: 256); the query and key launches where it fills them (3 x
+    1024: 384; 8 x 1024: 1024)."""
+    for batch, families in ((1, ("attention-backward",)), (2, ("attention-backward",)),
+                            (3, ("attention-query", "attention-key")), (8, ("attention-query", "attention-key"))):
+        assert attention_backward(batch, 1024, 8, 8) == families
 
 
 @pytest.mark.parametrize("rows", [64 * m for m in (1, 2, 3, 15, 16, 17, 31, 33, 64, 127, 128, 129, 256)])

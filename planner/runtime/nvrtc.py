@@ -26,7 +26,7 @@ from planner.kernels.manifest import FAMILIES, STREAMING_ATTENTION, Image
 # tensor cores, so approximate exponentials, logarithms and reciprocals cost it
 # nothing; every other family keeps IEEE division, square root and the
 # accurate transcendental functions (the references hold them to ~1e-6).
-FAST_MATH = frozenset({"attention-forward", "attention-query", "attention-key"})
+FAST_MATH = frozenset({"attention-forward", "attention-query", "attention-key", "attention-backward"})
 HALF_FORMATS = {"binary16": 0, "bfloat16": 1}
 LAYOUTS = {"r": "false", "c": "true"}  # 'c': the operand is stored K-major (A^T or B)
 CACHE_VARIABLE = "PLANNER_CACHE"

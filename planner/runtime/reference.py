@@ -255,6 +255,10 @@ def _attention_key(c, x, s):
     return {"d_k": _transposed(_turned_back(c, x, d_k)), "d_v": _transposed(d_v)}
 
 
+def _attention_backward(c, x, s):
+    return _attention_query(c, x, s) | _attention_key(c, x, s)
+
+
 # ---- the loss ----
 
 def _logits(c, x) -> np.ndarray:
@@ -409,6 +413,9 @@ REFERENCES: dict[str, Reference] = {
     "attention-key": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
                                 "row_terms": F32, "d_k": HALF, "d_v": HALF, "cosine": F32, "sine": F32},
                                _attention_key),
+    "attention-backward": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
+                                     "row_terms": F32, "d_q": HALF, "d_k": HALF, "d_v": HALF, "cosine": F32,
+                                     "sine": F32}, _attention_backward),
     "loss-target-gather": Reference({"correct": F32, "logits": F32, "targets": I32}, _loss_target_gather),
     "cross-entropy": Reference({"loss": F32, "logits": F32, "correct": F32}, _cross_entropy),
     "cross-entropy-backward": Reference({"gradient": HALF, "logits": F32, "loss": F32, "correct": F32,

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from planner.kernels.manifest import HALF_BYTES, Image, attention, image, layernorm_parts, product
+from planner.kernels.manifest import HALF_BYTES, Image, attention, attention_backward, image, layernorm_parts, product
 from planner.model import float32 as f32
 from planner.model.config import Config
 from planner.schedule.arena import STAGING, Layout
@@ -475,16 +475,13 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
         # angles as they are stored (the seed's inverse rotation, no launch
         # of its own)
         rows, tables = _qkv_gradient_rows(b), {"cosine": at("rotary-cosine"), "sine": at("rotary-sine")}
-        b.launch(_attention(b, "attention-query"),
-                 {"q": sv("queries"), "k": sv("keys"), "v": sv("values"),
-                  "d_out": at("context-gradient-heads"), "log_sum_exp": sv("log-sum-exp"),
-                  "row_terms": at("context-gradient-t"), "d_q": rows["queries"]} | tables,
-                 stream_scale=c.stream_scale, score_scale=c.score_scale)
-        b.launch(_attention(b, "attention-key"),
-                 {"q": sv("queries"), "k": sv("keys"), "v": sv("values"), "d_out": at("context-gradient-heads"),
-                  "log_sum_exp": sv("log-sum-exp"), "row_terms": at("context-gradient-t"),
-                  "d_k": rows["keys"], "d_v": rows["values"]} | tables,
-                 stream_scale=c.stream_scale, score_scale=c.score_scale)
+        pointers = {"q": sv("queries"), "k": sv("keys"), "v": sv("values"), "d_out": at("context-gradient-heads"),
+                    "log_sum_exp": sv("log-sum-exp"), "row_terms": at("context-gradient-t"),
+                    "d_q": rows["queries"], "d_k": rows["keys"], "d_v": rows["values"]} | tables
+        for family in attention_backward(s.batch, s.seq, s.heads, s.kv_heads):
+            img = _attention(b, family)
+            b.launch(img, {a.name: pointers[a.name] for a in img.arguments if a.name in pointers},
+                     stream_scale=c.stream_scale, score_scale=c.score_scale)
     with b.phase(QKV):
         # the qkv gradient transposed ([qkv][T]: the products read A from
         # it as rows, the weight gradient's, or as columns, the data's)

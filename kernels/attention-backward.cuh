@@ -1,0 +1,203 @@
+// The streaming attention backward's two walks, which the query and key
+// images each take alone and the backward image takes one after the other
+// (attention-backward.cu). A part's walk reads and writes only its own
+// stages (`part_halves`); the parts' sums meet in the first part's, which
+// then stores the walk's gradients through its stages, while the later
+// parts return.
+//
+// The key walk, a block per (64 keys, K/V head g, batch b): each warp keeps
+// its 16 keys' K and V rows as A fragments and walks, in a fixed order, the
+// group's query heads and, for each, the query tiles from the key tile's
+// (the diagonal, masked) to the last:
+//   S^T = K Q^T, dP^T = V dO^T, P^T = 2^(S^T stream_scale - L),
+//   dS^T = P^T (dP^T - D), d_v += P^T dO, d_k += dS^T Q,
+// L the forward's base-2 log-sum-exp and D the row terms the context
+// gradient's product forms (tiled-heads). The parts take every PARTS-th step
+// of that walk. The query and d_out tiles ([b][h][s][64], half) and their L
+// and D are double-buffered in each part's stages; each tile serves both as
+// rows (S^T, dP^T) and as columns (d_v, d_k). d_k = score_scale (the sum),
+// turned back by the rotary angles of its positions (the tables cosine and
+// sine, [32][SEQ]; store_turned), and d_v are written in the half format,
+// transposed, as the key and value rows of the qkv gradient:
+// d_k[g 64 + c][b SEQ + s], d_v likewise (store_transposed).
+//
+// The query walk, a block per (64 queries, query head h, batch b), K/V head
+// g = h / GROUP: P = 2^(q.k stream_scale - L) is recomputed tile by tile,
+// then dP = d_out V^T, dS = P (dP - D) and d_q = score_scale dS K,
+// accumulated in registers over the part's key tiles up to the diagonal in
+// increasing order. The key and value tiles ([b][g][s][64], half) are
+// double-buffered in each part's stages; K serves both S = Q K^T (its rows)
+// and dQ = dS K (its columns). d_q is turned back by the rotary angles of its
+// positions and written in the half format, transposed, as the query rows of
+// the qkv gradient: d_q[h 64 + c][b SEQ + s] (store_turned).
+#pragma once
+#include "attention.cuh"
+
+struct alignas(1024) Stage {  // the key walk's stage; its tiles 1024-byte aligned
+  HALF queries[TILE_HALVES], gradients[TILE_HALVES];
+  float lse[TILE], d[TILE];
+};
+// the query walk's stages: keys of buffer 0 and 1, values of buffer 0 and 1,
+// then the block's own queries and their d_out rows (OwnRows)
+constexpr int QUERY_HALVES = 6 * TILE_HALVES;
+constexpr int KEY_HALVES = 2 * sizeof(Stage) / sizeof(HALF);
+constexpr int PART_HALVES = QUERY_HALVES > KEY_HALVES ? QUERY_HALVES : KEY_HALVES;
+
+// the inputs both walks read
+struct Inputs {
+  const HALF *q, *k, *v, *d_out;
+  const float *log_sum_exp, *row_terms, *cosine, *sine;
+  float stream_scale, score_scale;
+};
+
+__device__ __forceinline__ void key_walk(const Inputs& in, HALF* d_k, HALF* d_v, HALF* part_halves, int tile, int g,
+                                         int b, int part, int thread) {
+  const int warp = thread >> 5, lane = thread & 31;
+  const int query_tiles = TILES - tile, steps = GROUP * query_tiles;
+  Stage* const stages = reinterpret_cast<Stage*>(part_halves);  // the part's two
+  const int walk = steps > part ? (steps - 1 - part) / PARTS + 1 : 0;  // the part's steps part, part + PARTS, ...
+
+  // step i: query head g GROUP + i / query_tiles, query tile tile + i % query_tiles
+  auto copy_step = [&](int n) {
+    const int i = part + n * PARTS;
+    Stage& stage = stages[n & 1];
+    const int h = g * GROUP + i / query_tiles, s = (tile + i % query_tiles) * TILE;
+    const size_t rows = static_cast<size_t>(b * HEADS + h) * SEQ + s;
+    copy_tile(stage.queries, in.q + rows * HEAD, HEAD, thread);
+    copy_tile(stage.gradients, in.d_out + rows * HEAD, HEAD, thread);
+    if (thread < TILE / 4) {
+      copy_async(stage.lse + 4 * thread, in.log_sum_exp + rows + 4 * thread);
+    } else if (thread < TILE / 2) {
+      copy_async(stage.d + 4 * (thread - TILE / 4), in.row_terms + rows + 4 * (thread - TILE / 4));
+    }
+    copy_commit();
+  };
+  if (walk > 0) copy_step(0);
+
+  const size_t kv_plane = static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
+  const int row0 = tile * TILE + 16 * warp;  // the warp's first key
+  unsigned fk[4][4], fv[4][4];
+  load_rows(fk, in.k + kv_plane, row0);
+  load_rows(fv, in.v + kv_plane, row0);
+
+  float dk[8][4], dv[8][4];
+  clear(dk);
+  clear(dv);
+  fence_sums(dk);
+  fence_sums(dv);
+  for (int n = 0; n < walk; ++n) {
+    // step n's tiles have landed and every warp of the part is done with step
+    // n - 1's, whose buffers the copy of step n + 1 (overlapping this step's
+    // work) takes
+    // (step n - 1's d_v and d_k products, in flight until here, have read
+    // its tiles)
+    begin_step(part);
+    if (n + 1 < walk) copy_step(n + 1);
+    const Stage& stage = stages[n & 1];
+    const bool diagonal = (part + n * PARTS) % query_tiles == 0;
+
+    float s[8][4], dp[8][4];
+    multiply_rows(s, fk, stage.queries);     // S^T = K Q^T
+    multiply_rows(dp, fv, stage.gradients);  // dP^T = V dO^T
+    await_products();
+    if (diagonal) mask_diagonal<true>(s, warp, lane);  // the head's first query tile
+    // element (key 16 warp + lane / 4 + 8 (e / 2), query 8 c + 2 (lane % 4) + e % 2)
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const int query = 8 * c + 2 * (lane & 3);
+      const float2 lse = *reinterpret_cast<const float2*>(stage.lse + query);
+      const float2 d = *reinterpret_cast<const float2*>(stage.d + query);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = fast_exp2(s[c][e] * in.stream_scale - ((e & 1) ? lse.y : lse.x));
+        s[c][e] = p;                                        // P^T
+        dp[c][e] = p * (dp[c][e] - ((e & 1) ? d.y : d.x));  // dS^T
+      }
+    }
+    unsigned fp[4][4], fds[4][4];
+    to_fragments(fp, s);
+    to_fragments(fds, dp);
+    multiply_columns(dv, fp, stage.gradients);  // dV += P^T dO
+    multiply_columns(dk, fds, stage.queries);   // dK += dS^T Q
+  }
+  const Angles angles = angles_of({in.cosine, in.sine, tile * TILE}, thread);
+  await_products();
+  fence_sums(dk);
+  fence_sums(dv);
+
+  float sums[2][8][4];  // d_k's, then d_v's
+#pragma unroll
+  for (int c = 0; c < 8; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sums[0][c][e] = dk[c][e], sums[1][c][e] = dv[c][e];
+  if (!meet_parts(reinterpret_cast<float(&)[64]>(sums), part, thread, add_values<64>)) return;
+  const size_t at = static_cast<size_t>(g) * HEAD * TOKENS + b * SEQ + tile * TILE;
+  store_transposed(sums[1], 1.0f, d_v + at, part_halves, thread);  // the values first, while the angles land
+  store_turned(sums[0], in.score_scale, angles, d_k + at, part_halves, thread);
+}
+
+__device__ __forceinline__ void query_walk(const Inputs& in, HALF* d_q, HALF* stages, int tile, int h, int b,
+                                           int part, int thread) {
+  const int warp = thread >> 5, lane = thread & 31, g = h / GROUP;
+  const size_t kv_plane = static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
+  const size_t q_plane = static_cast<size_t>(b * HEADS + h) * SEQ * HEAD;
+  const int walk = tile >= part ? (tile - part) / PARTS + 1 : 0;  // the part's key tiles part, part + PARTS, ...
+
+  auto copy_pair = [&](int i) {
+    const size_t at = kv_plane + static_cast<size_t>(part + i * PARTS) * TILE * HEAD;
+    copy_tile(stages + (i & 1) * TILE_HALVES, in.k + at, HEAD, thread);
+    copy_tile(stages + (2 + (i & 1)) * TILE_HALVES, in.v + at, HEAD, thread);
+    copy_commit();
+  };
+  OwnRows fq, fdo;  // (a part without tiles uses neither, and copies nothing it would not wait for)
+  if (walk > 0) {
+    fq = own_rows(stages + 4 * TILE_HALVES, in.q + q_plane, tile, thread);
+    fdo = own_rows(stages + 5 * TILE_HALVES, in.d_out + q_plane, tile, thread);
+    copy_pair(0);
+  }
+
+  const int row0 = tile * TILE + 16 * warp, s0 = row0 + (lane >> 2);
+
+  // L and D of this thread's rows s0 and s0 + 8
+  float lse[2], d[2];
+#pragma unroll
+  for (int half_row = 0; half_row < 2; ++half_row) {
+    const size_t at = static_cast<size_t>(b * HEADS + h) * SEQ + s0 + 8 * half_row;
+    lse[half_row] = in.log_sum_exp[at];
+    d[half_row] = in.row_terms[at];
+  }
+
+  float dq[8][4];
+  clear(dq);
+  fence_sums(dq);
+  for (int i = 0; i < walk; ++i) {
+    // tile i has landed and every warp of the part is done with tile i - 1,
+    // whose buffers the copy of tile i + 1 (overlapping this tile's work) takes
+    // (tile i - 1's dQ, in flight until here, has read its keys)
+    begin_step(part);
+    if (i + 1 < walk) copy_pair(i + 1);
+    const int j = part + i * PARTS;
+    const HALF* keys = stages + (i & 1) * TILE_HALVES;
+
+    float s[8][4], dp[8][4];
+    multiply_rows(s, fq, keys);                                    // S = Q K^T
+    multiply_rows(dp, fdo, stages + (2 + (i & 1)) * TILE_HALVES);  // dP = dO V^T
+    await_products();
+    if (j == tile) mask_diagonal<false>(s, warp, lane);  // the part's last tile (in one part)
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[n][e] = fast_exp2(s[n][e] * in.stream_scale - lse[e >> 1]) * (dp[n][e] - d[e >> 1]);  // dS
+    unsigned fds[4][4];
+    to_fragments(fds, s);
+    multiply_columns(dq, fds, keys);  // dQ += dS K
+  }
+  const Angles angles = angles_of({in.cosine, in.sine, tile * TILE}, thread);
+  await_products();
+  fence_sums(dq);
+
+  if (!meet_parts(reinterpret_cast<float(&)[32]>(dq), part, thread, add_values<32>)) return;
+  store_turned(dq, in.score_scale, angles, d_q + static_cast<size_t>(h) * HEAD * TOKENS + b * SEQ + tile * TILE,
+               stages, thread);
+}
