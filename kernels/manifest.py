@@ -378,13 +378,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("adamw", _args(
         "parameters:rw gradients:r first_moments:rw second_moments:rw halves:w beta1:f32 one_minus_beta1:f32 "
         "beta2:f32 one_minus_beta2:f32 decay:f32 step_size:f32 epsilon:f32"),
-        # a block a multiprocessor: a piece of the bank runs beside the backward
-        # pass's launches, which the multiprocessors it leaves are enough for
-        _fixed(256), lambda c, s: (min(FILL_BLOCKS, _blocks(c["elements"] // 4, 256)), 1, 1),
+        # `blocks` blocks at most (the plan's pieces: adamw_blocks), each
+        # walking the piece a grid's stride at a time
+        _fixed(256), lambda c, s: (min(c["blocks"], _blocks(c["elements"] // 4, 256)), 1, 1),
         lambda c, s: {"parameters": c["elements"] * 4, "gradients": c["elements"] * 4,
                       "first_moments": c["elements"] * 4, "second_moments": c["elements"] * 4,
                       "halves": c["elements"] * HALF_BYTES},
-        constants=("elements", "half"), per_step=("step_size", "epsilon")),
+        constants=("elements", "half", "blocks"), per_step=("step_size", "epsilon")),
     Family("gated-gelu-backward", _args(f"pair_gradient:w gated_gradient:r pair:r {_GELU_SCALARS}"),
            _fixed(256), lambda c, s: (_blocks(s["elements"], 256 * (8 if c["ffn"] % 8 == 0 else 1)), 1, 1),
            lambda c, s: _gelu_extents(c, s, ("gated_gradient",), ("pair_gradient", "pair")),

@@ -3,8 +3,8 @@ the kernel tests."""
 
 from __future__ import annotations
 
-from planner.kernels.manifest import (FAMILIES, PRODUCT_FAMILIES, STREAMING_ATTENTION, TILE_CANDIDATES, Image, image,
-                                      layernorm_parts, product, tiled_image)
+from planner.kernels.manifest import (FAMILIES, FILL_BLOCKS, PRODUCT_FAMILIES, STREAMING_ATTENTION, TILE_CANDIDATES,
+                                      Image, image, layernorm_parts, product, tiled_image)
 from planner.model.config import Shape
 
 DEFAULT = Shape()
@@ -69,7 +69,9 @@ def family_images(s: Shape, half: str) -> list[Image]:
         image("loss-target-gather", rows=s.tokens, vocab=s.vocab), image("cross-entropy", rows=s.tokens, vocab=s.vocab),
         image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab, half=half),
         image("embedding-scatter", vocab=s.vocab, **rows),
-        image("adamw", elements=ADAMW_ELEMENTS, half=half),
+        # a block on every multiprocessor, and on half of them (the pieces beside the backward pass)
+        image("adamw", elements=ADAMW_ELEMENTS, half=half, blocks=FILL_BLOCKS),
+        image("adamw", "adamw-half-grid", elements=ADAMW_ELEMENTS, half=half, blocks=FILL_BLOCKS // 2),
         image("gated-gelu-backward", half=half, ffn=s.ffn),
         # an odd ffn: rows whose pairs of elements straddle rows
         image("gated-gelu-backward", "gated-gelu-backward-odd-ffn", half=half, ffn=s.ffn + 1),

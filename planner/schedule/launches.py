@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from planner.kernels.manifest import HALF_BYTES, Image, attention, attention_backward, image, layernorm_parts, product
+from planner.kernels.manifest import (FILL_BLOCKS, HALF_BYTES, Image, attention, attention_backward, image,
+                                      layernorm_parts, product)
 from planner.model import float32 as f32
 from planner.model.config import Config
 from planner.schedule.arena import STAGING, Layout
@@ -563,13 +564,26 @@ def adamw(b: Builder, step: int) -> None:
     half copies beside each update (not clearing the gradients: see
     `update`). The pieces go in the order the backward pass finishes their
     gradients (the final gain and shift first, the embedding last), so none
-    is held behind one whose gradients come later."""
+    is held behind one whose gradients come later.
+
+    Each piece but the last runs beside the backward pass on a block of half
+    the multiprocessors, each block walking the piece a grid's stride at a
+    time: a block on every multiprocessor held some of each one's registers
+    for the piece's whole walk, and a launch needing a multiprocessor's
+    nearly all waited for it (at 1 x 1024 the embedding's scatter, 55,296
+    registers a block, started 24 us late, when layer 0's piece ended; the
+    update 2.244 / 2.250 -> 2.231 / 2.220 ms, at 8 x 1024 10.09 / 10.09 ->
+    10.09 / 10.13). The last, the embedding's, ends the update alone and
+    takes them all."""
     lay, c = b.layout, b.constants
     words = f32.adam_words(b.config.learner, step)
+    pieces = list(reversed(adamw_pieces(lay)))
     with b.phase(ADAMW):
-        for start, stop in reversed(adamw_pieces(lay)):
+        for n, (start, stop) in enumerate(pieces):
             elements = (stop - start) // 4
-            b.launch(image("adamw", f"adamw-{elements}", elements=elements, half=_half(b.config)),
+            blocks = FILL_BLOCKS if n == len(pieces) - 1 else FILL_BLOCKS // 2
+            b.launch(image("adamw", f"adamw-{elements}-{blocks}", elements=elements, half=_half(b.config),
+                           blocks=blocks),
                      {"parameters": lay.at("parameters", start), "gradients": lay.at("gradients", start),
                       "first_moments": lay.at("first-moments", start),
                       "second_moments": lay.at("second-moments", start),
