@@ -1,9 +1,9 @@
 // The streaming attention backward's two walks, which the query and key
 // images each take alone and the backward image takes one after the other
-// (attention-backward.cu). A part's walk reads and writes only its own
-// stages (`part_halves`); the parts' sums meet in the first part's, which
-// then stores the walk's gradients through its stages, while the later
-// parts return.
+// (attention-backward.cu). A part's walk reads and writes only the part's
+// stages it is given; the parts' sums meet in the first part's, which then
+// stores the walk's gradients through its stages, while the later parts
+// return.
 //
 // The key walk, a block per (64 keys, K/V head g, batch b): each warp keeps
 // its 16 keys' K and V rows as A fragments and walks, in a fixed order, the
@@ -41,6 +41,7 @@ struct alignas(1024) Stage {  // the key walk's stage; its tiles 1024-byte align
 // then the block's own queries and their d_out rows (OwnRows)
 constexpr int QUERY_HALVES = 6 * TILE_HALVES;
 constexpr int KEY_HALVES = 2 * sizeof(Stage) / sizeof(HALF);
+// a part's stages in the backward image, which gives both walks the same
 constexpr int PART_HALVES = QUERY_HALVES > KEY_HALVES ? QUERY_HALVES : KEY_HALVES;
 
 // the inputs both walks read

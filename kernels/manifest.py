@@ -378,8 +378,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("adamw", _args(
         "parameters:rw gradients:r first_moments:rw second_moments:rw halves:w beta1:f32 one_minus_beta1:f32 "
         "beta2:f32 one_minus_beta2:f32 decay:f32 step_size:f32 epsilon:f32"),
-        # `blocks` blocks at most (the plan's pieces: adamw_blocks), each
-        # walking the piece a grid's stride at a time
+        # `blocks` blocks at most (each piece's: schedule.launches.adamw),
+        # each walking the piece a grid's stride at a time
         _fixed(256), lambda c, s: (min(c["blocks"], _blocks(c["elements"] // 4, 256)), 1, 1),
         lambda c, s: {"parameters": c["elements"] * 4, "gradients": c["elements"] * 4,
                       "first_moments": c["elements"] * 4, "second_moments": c["elements"] * 4,
@@ -757,6 +757,7 @@ def attention_backward(batch: int, seq: int, heads: int, kv_heads: int) -> tuple
 
 
 def attention(family: str, batch: int, seq: int, heads: int, kv_heads: int, half: str) -> Image:
-    """A streaming attention image (forward, query or key) at the shape."""
+    """A streaming attention image (forward, query, key or the one-launch
+    backward) at the shape."""
     return image(family, batch=batch, seq=seq, heads=heads, kv_heads=kv_heads,
                  parts=attention_parts(family, batch, seq, heads, kv_heads), half=half)

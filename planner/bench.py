@@ -174,10 +174,11 @@ def torch_graph_us(work, repeats: int) -> float:
 
 
 def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float]:
-    """One layer's streaming attention (the forward and the plan's backward launches) beside
-    PyTorch's SDPA forward + backward (causal) on the same random operands,
-    each timed as a graph of `repeats` rounds; with the two outputs' relative
-    difference, to show it is the same computation."""
+    """One layer's streaming attention (the forward and the backward
+    launches the plan takes at the shape) beside PyTorch's SDPA forward +
+    backward (causal) on the same random operands, each timed as a graph of
+    `repeats` rounds; with the two outputs' relative difference, to show it
+    is the same computation."""
     import math
 
     import torch

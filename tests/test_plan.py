@@ -136,6 +136,13 @@ def _pieces(total: int, chunk: int, bank: int, piece: int) -> list[int]:
     return out
 
 
+def backward_launches(s: Shape) -> int:
+    """The attention backward's launches a layer: one where the key launch
+    would have fewer blocks than two waves of the H200's 132
+    multiprocessors, the query and the key launch elsewhere."""
+    return 1 if s.batch * s.kv_heads * (s.seq // 64) < 2 * 132 else 2
+
+
 def expected_counts(config) -> dict[str, int]:
     """Launch counts from the seed's structure, derived independently."""
     s, r = config.shape, config.run
@@ -149,10 +156,8 @@ def expected_counts(config) -> dict[str, int]:
     # layer norm backward (sums, parameters); 15 a layer (the inverse rotary
     # turn in the attention backward's store, the context's gradient by head
     # with the row terms in its product), 14 where the attention backward is
-    # one launch (the key launch would have fewer blocks than two waves of
-    # the H200's 132 multiprocessors); ids' copy, scatter
-    one_backward = s.batch * s.kv_heads * (s.seq // 64) < 2 * 132
-    backward = 3 + 1 + 4 + (14 if one_backward else 15) * L + 2
+    # one launch; ids' copy, scatter
+    backward = 3 + 1 + 4 + (13 + backward_launches(s)) * L + 2
     transfer = _pieces(3 * lay.parameter_bytes, r.staging_bytes, lay.parameter_bytes, r.copy_piece_bytes)
     return {
         "initialize": 4 * per_bank + (4 * L + 2) + (1 + 5 * L),   # draws and zeros; gains and shifts; recast
@@ -241,9 +246,8 @@ def test_launch_and_submission_counts(config):
     # the qkv weight's and data gradients' products, the layer norm's backward (the qkv gradient
     # comes turned back from the attention backward's launches)
     assert per_phase["coppelius/qkv"] == 4 * L
-    s = config.shape
-    backward_launches = 1 if s.batch * s.kv_heads * (s.seq // 64) < 2 * 132 else 2
-    assert per_phase["coppelius/head-layout"] == L and per_phase["coppelius/attention-head"] == backward_launches * L
+    assert per_phase["coppelius/head-layout"] == L
+    assert per_phase["coppelius/attention-head"] == backward_launches(config.shape) * L
     # the prediction's, the update's, the final's, the evaluation's
     assert per_phase["coppelius/layer"] == 7 * L * 4
     assert per_phase["coppelius/adamw"] == pieces * want["adamw"]
