@@ -282,6 +282,25 @@ def _attention_planes(c: Constants) -> dict[str, int]:
             "rows": b * h * s * 4, "merged": b * s * h * 64 * HALF_BYTES, "angles": s * 32 * 4}
 
 
+def _attention_backward_family(name: str, gradients: tuple[str, ...], blocks_by: str,
+                               shared: Callable[[Constants], int]) -> Family:
+    """A streaming attention backward image: what every walk reads, and the
+    rows of the transposed qkv gradient its walks write (`gradients`: d_q a
+    query head's, d_k and d_v a K/V head's), a block per 64 rows of each of
+    `blocks_by`'s heads."""
+    def extents(c: Constants, s: Scalars) -> dict[str, int]:
+        p = _attention_planes(c)
+        rows = {"d_q": p["q"], "d_k": p["kv"], "d_v": p["kv"]}
+        return {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"], "log_sum_exp": p["rows"],
+                "row_terms": p["rows"], "cosine": p["angles"], "sine": p["angles"]} | {g: rows[g] for g in gradients}
+
+    writes = " ".join(f"{g}:w" for g in gradients)
+    return Family(name, _args(f"q:r k:r v:r d_out:r log_sum_exp:r row_terms:r {writes} cosine:r sine:r "
+                              "stream_scale:f32 score_scale:f32"),
+                  _attention_block, lambda c, s: (c["seq"] // 64, c[blocks_by], c["batch"]), extents,
+                  registers=255, shared=shared, constants=_ATTENTION_CONSTANTS)
+
+
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     _elementwise("random-normal", "out:w seed:u32 counter:u32 scale:f32 elements:u32", {"out": 4}),
     Family("rotary-table", _args(
@@ -329,33 +348,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            registers=255, shared=_attention_shared(2 * _ATTENTION_TILE), constants=_ATTENTION_CONSTANTS),
     # the backward's gradients land as the rows of the transposed qkv
     # gradient, the queries' and keys' turned back by the rotary angles
-    Family("attention-query", _args(
-        "q:r k:r v:r d_out:r log_sum_exp:r row_terms:r d_q:w cosine:r sine:r stream_scale:f32 score_scale:f32"),
-        _attention_block, lambda c, s: (c["seq"] // 64, c["heads"], c["batch"]),
-        lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
-                                 "log_sum_exp": p["rows"], "row_terms": p["rows"],
-                                 "d_q": p["q"], "cosine": p["angles"], "sine": p["angles"]})(_attention_planes(c)),
-        registers=255, shared=_attention_shared(2 * _ATTENTION_TILE, 2 * _ATTENTION_TILE),
-        constants=_ATTENTION_CONSTANTS),
-    Family("attention-key", _args(
-        "q:r k:r v:r d_out:r log_sum_exp:r row_terms:r d_k:w d_v:w cosine:r sine:r "
-        "stream_scale:f32 score_scale:f32"),
-        _attention_block, lambda c, s: (c["seq"] // 64, c["kv_heads"], c["batch"]),
-        lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
-                                 "log_sum_exp": p["rows"], "row_terms": p["rows"],
-                                 "d_k": p["kv"], "d_v": p["kv"], "cosine": p["angles"],
-                                 "sine": p["angles"]})(_attention_planes(c)),
-        registers=255, shared=_attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4), constants=_ATTENTION_CONSTANTS),
-    Family("attention-backward", _args(
-        "q:r k:r v:r d_out:r log_sum_exp:r row_terms:r d_q:w d_k:w d_v:w cosine:r sine:r "
-        "stream_scale:f32 score_scale:f32"),
-        _attention_block, lambda c, s: (c["seq"] // 64, c["kv_heads"], c["batch"]),
-        lambda c, s: (lambda p: {"q": p["q"], "k": p["kv"], "v": p["kv"], "d_out": p["q"],
-                                 "log_sum_exp": p["rows"], "row_terms": p["rows"], "d_q": p["q"],
-                                 "d_k": p["kv"], "d_v": p["kv"], "cosine": p["angles"],
-                                 "sine": p["angles"]})(_attention_planes(c)),
-        registers=255, shared=_attention_shared(2 * _ATTENTION_TILE, 2 * _ATTENTION_TILE),
-        constants=_ATTENTION_CONSTANTS),
+    _attention_backward_family("attention-query", ("d_q",), "heads",
+                               _attention_shared(2 * _ATTENTION_TILE, 2 * _ATTENTION_TILE)),
+    _attention_backward_family("attention-key", ("d_k", "d_v"), "kv_heads",
+                               _attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4)),
+    _attention_backward_family("attention-backward", ("d_q", "d_k", "d_v"), "kv_heads",
+                               _attention_shared(2 * _ATTENTION_TILE, 2 * _ATTENTION_TILE)),
     Family("loss-target-gather", _args("correct:w logits:r targets:r"), _fixed(256),
            lambda c, s: (_blocks(c["rows"], 256), 1, 1),
            lambda c, s: {"correct": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "targets": c["rows"] * 4},
