@@ -22,7 +22,7 @@ import struct
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from math import ceil
+from math import ceil, prod
 from typing import Callable, Mapping
 
 # The architectures every image is built for: the seeds' card and the card we measure on.
@@ -734,9 +734,11 @@ def attention_parts(family: str, batch: int, seq: int, heads: int, kv_heads: int
     device: then the causal diagonal's walk (SEQ / 64 tiles) sets its time,
     and halving it paid (1 x 1024: forward 16 -> 12.6 us, query 16.5 -> 14.6
     us, key 20.4 -> 17.0 us on the H200); with more blocks the parts' larger
-    blocks lose (8 x 1024: one layer's attention 195 -> 226 us)."""
-    blocks = batch * (kv_heads if family in ("attention-key", "attention-backward") else heads) * (seq // 64)
-    return 2 if blocks < 2 * FILL_BLOCKS else 1
+    blocks lose (8 x 1024: one layer's attention 195 -> 226 us). The blocks
+    are the family's grid's (a block per 64 rows of each query head, or of
+    each K/V head)."""
+    grid = FAMILIES[family].grid({"batch": batch, "seq": seq, "heads": heads, "kv_heads": kv_heads}, {})
+    return 2 if prod(grid) < 2 * FILL_BLOCKS else 1
 
 
 def attention_backward(batch: int, seq: int, heads: int, kv_heads: int) -> tuple[str, ...]:
