@@ -152,15 +152,23 @@ def _layernorm_backward_extents(c: Constants, s: Scalars) -> dict[str, int]:
         "dx_half": rows * width * HALF_BYTES}
 
 
+# the rows of C a warpgroup stages in shared memory at once (TENSOR_STORE)
+_SLAB_ROWS = 64
+
+
 def _product_shared(c: Constants) -> int:
     """Each K group's ring of stages; the later groups' (or a cluster's later
     blocks') accumulators reuse it. With WGMMA 2 and 3 one ring, then each
     stage's full and empty mbarriers, then (K groups taking the steps in
-    turn) the second group's sums, beside the ring the walk goes on with."""
+    turn) the second group's sums, beside the ring the walk goes on with, or
+    (TENSOR_STORE) each multiplying warpgroup's slab of C."""
     tile_sums = c["block_m"] * c["block_n"] * 4
     ring = c["stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * HALF_BYTES
     if c["wgmma"] >= 2:
         barriers = 2 * c["stages"] * 8
+        if c["tensor_store"]:  # each multiplying warpgroup's slab of C, 1024-byte aligned (the swizzle's period)
+            slabs = c["warps_m"] * c["warps_n"] // 4 * _SLAB_ROWS * c["block_n"] * 4
+            return -(-(ring + barriers) // 1024) * 1024 + slabs
         return max(ring, tile_sums if c["k_blocks"] > 1 else 0) + barriers + (c["k_groups"] - 1) * tile_sums
     return max(c["k_groups"] * ring, max(c["k_groups"] - 1, int(c["k_blocks"] > 1)) * tile_sums)
 
@@ -235,7 +243,8 @@ def _rope_product_extents(c: Constants, s: Scalars) -> dict[str, int]:
 
 
 _PRODUCT_CONSTANTS = ("a_layout", "b_layout", "m", "n", "k", "residual", "block_m", "block_n", "block_k",
-                      "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "per_sm", "half")
+                      "stages", "warps_m", "warps_n", "k_groups", "k_blocks", "wgmma", "per_sm", "tensor_store",
+                      "half")
 # the constants of the outputs stored by head (kernels/tiled.cu): the
 # rotary product's queries', keys' and values' heads (ROPE), the context
 # gradient's heads (BY_HEAD)
@@ -498,21 +507,25 @@ class ImageError(ValueError):
 @dataclass(frozen=True)
 class TensorMapSpec:
     """A tensor map an image takes after its parameter block on a card with
-    tensor copies (sm_90): a 2-D box walk over one pointer argument's half
-    elements, `inner` of them contiguous, `outer` rows of them (exactly the
-    argument's extent), boxes of box_inner x box_outer, 128-byte swizzled."""
+    tensor copies (sm_90): a 2-D box walk over one pointer argument's
+    elements (halves, or binary32), `inner` of them contiguous, `outer` rows
+    of them (exactly the argument's extent), boxes of box_inner x box_outer,
+    128-byte swizzled."""
 
     argument: str
     inner: int
     outer: int
     box_inner: int
     box_outer: int
+    element: int = HALF_BYTES  # bytes: the operands' halves, or (C, TENSOR_STORE) binary32
 
 
 def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
     """The operands' tensor maps of a product fed by tensor copies (WGMMA 2,
     3): a stage's box of each, K-contiguous operands a box of 64 k by the
-    tile's rows, K-strided ones 64-wide columns by BLOCK_K."""
+    tile's rows, K-strided ones 64-wide columns by BLOCK_K; then, where the
+    tensor memory accelerator stores C (TENSOR_STORE), C's: boxes of 32
+    binary32 columns (128 bytes) by a slab's rows."""
     c = img.constant_map
     if img.family not in PRODUCT_FAMILIES or c["wgmma"] < 2:
         return ()
@@ -521,7 +534,8 @@ def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
     # a gated product brings B's stage as two boxes, the up's rows and the gate's
     b_rows = c["block_n"] // 2 if img.family == "tiled-gated" else c["block_n"]
     b = (n, k, 64, block_k) if c["b_layout"] == "c" else (k, n, 64, b_rows)
-    return (TensorMapSpec("a", *a), TensorMapSpec("b", *b))
+    stored = (TensorMapSpec("c", n, m, 32, _SLAB_ROWS, 4),) if c["tensor_store"] else ()
+    return (TensorMapSpec("a", *a), TensorMapSpec("b", *b)) + stored
 
 
 def image(family: str, name: str | None = None, **constants: int | str) -> Image:
@@ -555,12 +569,15 @@ class Tile:
                       # of tensor copies, a wave of blocks walking the tiles (3: a tile a warpgroup)
     k_blocks: int = 1  # a cluster's blocks that split K (sm_90 on)
     per_sm: int = 1  # WGMMA 2, 3: the walking blocks a multiprocessor holds at once (the grid's waves)
+    tensor_store: int = 0  # WGMMA 2, 3, a binary32 C: C goes through shared memory, the tensor memory
+                           # accelerator stores it while the warpgroups multiply the next tile
 
     def shared(self, output: str = "binary32") -> int:
         """The shared memory a product's block takes with this tile (a
         heads product's more: `_row_sums_shared`)."""
         c = {"k_groups": self.k_groups, "stages": self.stages, "block_m": self.block_m, "block_n": self.block_n,
-             "block_k": self.block_k, "k_blocks": self.k_blocks, "wgmma": self.wgmma, "warps_n": self.warps_n}
+             "block_k": self.block_k, "k_blocks": self.k_blocks, "wgmma": self.wgmma, "warps_m": self.warps_m,
+             "warps_n": self.warps_n, "tensor_store": self.tensor_store}
         return _heads_product_shared(c) if output == "heads" else _product_shared(c)
 
 
@@ -574,7 +591,10 @@ class Tile:
 # 52..54 fed by tensor copies, two warpgroups taking a tile's K steps in turn,
 # which with a half C the schedule check refuses for 52 and 53 on sm_90;
 # 55..58 fed by tensor copies, two or three walking blocks a multiprocessor,
-# so that one's products run while another stores its tile)
+# so that one's products run while another stores its tile; 59..64 walking
+# tiles of 38..46, 55 whose binary32 C goes through shared memory and is
+# stored by tensor copies, so that the warpgroups multiply the next tile
+# while it is written)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
@@ -602,6 +622,12 @@ TILE_CANDIDATES = (
     Tile(64, 64, 8, 2, 2, 2, block_k=64, wgmma=2),
     Tile(64, 128, 4, 2, 2, block_k=64, wgmma=2, per_sm=2), Tile(64, 64, 6, 2, 2, block_k=64, wgmma=2, per_sm=2),
     Tile(64, 64, 4, 2, 2, block_k=64, wgmma=2, per_sm=3), Tile(64, 128, 3, 2, 2, block_k=64, wgmma=2, per_sm=2),
+    Tile(128, 128, 4, 2, 4, block_k=64, wgmma=2, tensor_store=1),
+    Tile(128, 128, 4, 2, 4, block_k=64, wgmma=3, tensor_store=1),
+    Tile(128, 128, 3, 2, 4, block_k=64, wgmma=2, tensor_store=1),
+    Tile(128, 128, 5, 2, 4, block_k=64, wgmma=3, tensor_store=1),
+    Tile(64, 128, 4, 2, 2, block_k=64, wgmma=2, per_sm=2, tensor_store=1),
+    Tile(64, 128, 8, 2, 2, block_k=64, wgmma=2, tensor_store=1),
 )
 # Shared memory a block may take where no tiles table says otherwise: every
 # card the images serve has it (sm_86's opt-in limit).
@@ -618,10 +644,13 @@ def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None
     A gated or rotary product's tiles hold whole n-tiles (no K split): its
     epilogue pairs each up value with its gate, each head's column with its
     partner. A heads product's tiles are stored by one block each (no K
-    split across a cluster's blocks): its epilogue sums each head's row."""
+    split across a cluster's blocks): its epilogue sums each head's row. A
+    tile that stores C by tensor copies serves a binary32 C alone (its boxes
+    are binary32 rows)."""
     limit = shared_limit_of_tiles() if shared_limit is None else shared_limit
     return (m % t.block_m == 0 and n % t.block_n == 0 and k % (t.block_k * t.k_groups * t.k_blocks) == 0
             and t.shared(output) <= limit and not (output in PAIRED_OUTPUTS and (t.k_groups > 1 or t.k_blocks > 1))
+            and not (t.tensor_store and output != "binary32")
             and not (output in SUMMED_OUTPUTS and t.k_blocks > 1))
 
 
@@ -720,7 +749,7 @@ def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
     return image(family, name, a_layout=a_layout, b_layout=b_layout, m=m, n=n,
                  k=k, residual=int(residual), block_m=t.block_m, block_n=t.block_n, block_k=t.block_k,
                  stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, k_blocks=t.k_blocks,
-                 wgmma=t.wgmma, per_sm=t.per_sm,
+                 wgmma=t.wgmma, per_sm=t.per_sm, tensor_store=t.tensor_store,
                  half=half, **(heads or {}))
 
 

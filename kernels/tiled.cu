@@ -99,12 +99,17 @@ static_assert(WGMMA < 2 || BLOCK_K == 64, "a tensor copy's row is one 128-byte s
 struct alignas(64) TensorMap {
   unsigned long long words[16];
 };
-#if IMAGE_WGMMA >= 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if IMAGE_WGMMA >= 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && IMAGE_TENSOR_STORE
+#define TENSOR_MAP_PARAMETERS                                                                       \
+  , const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, \
+      const __grid_constant__ TensorMap map_c
+#define TENSOR_MAP_ARGUMENTS , &map_a, &map_b, &map_c
+#elif IMAGE_WGMMA >= 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TENSOR_MAP_PARAMETERS , const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b
-#define TENSOR_MAP_ARGUMENTS , &map_a, &map_b
+#define TENSOR_MAP_ARGUMENTS , &map_a, &map_b, nullptr
 #else
 #define TENSOR_MAP_PARAMETERS
-#define TENSOR_MAP_ARGUMENTS , nullptr, nullptr
+#define TENSOR_MAP_ARGUMENTS , nullptr, nullptr, nullptr
 #endif
 static_assert((K / BLOCK_K) % (K_GROUPS * SPLIT) == 0, "the K groups and blocks take equal shares of the steps");
 constexpr int STEPS = K / BLOCK_K / K_GROUPS / SPLIT;  // each group's
@@ -342,6 +347,27 @@ typedef HALF C_ELEMENT;
 typedef float C_ELEMENT;
 #endif
 
+// TENSOR_STORE (sm_90a): each multiplying warpgroup leaves its 64 rows of a
+// tile's binary32 C in a slab of shared memory past the ring, and one of its
+// threads has the tensor memory accelerator store them (bulk tensor copies
+// of boxes of 32 columns, 128 bytes a row, 128-byte swizzled), while the
+// warpgroup goes on to the next tile's products: with C stored from the
+// registers, the stores' time added to the products' (rr-m8192-n12288-k512
+// on the H200, alone: 241 us, 152 with no store at all). Other cards store
+// from the registers.
+static_assert(!TENSOR_STORE || (WGMMA >= 2 && !HALF_C && K_GROUPS == 1 && K_BLOCKS == 1),
+              "a walking block's binary32 C, each tile's sums whole in its warpgroups");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr bool STAGED_C = TENSOR_STORE;
+#else
+constexpr bool STAGED_C = false;
+#endif
+constexpr int SLAB_ROWS = 64, SLAB_FLOATS = SLAB_ROWS * BLOCK_N, BOX_COLUMNS = 32;
+// the slabs' offset in the dynamic shared memory: past the ring and its
+// mbarriers, 1024-byte aligned (the swizzle's period; the manifest's
+// _product_shared)
+constexpr int SLAB_OFFSET = (STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + 1023) / 1024 * 1024;
+
 // A C larger than half the L2 does not stay there for its reader: its
 // stores are marked to leave L2 first, and the operands' tensor copies to
 // stay, so that the stream of C does not push the operands out
@@ -494,8 +520,9 @@ __device__ __forceinline__ float gated_value(const Gated& g, float up, float gat
 // C stored. Every element of R is read before any of C is written, so the
 // loads go out together (a store between them would order each load behind
 // it, C and R not being known apart); each element of R is read by the
-// thread that writes C there, so c may be r itself.
-template <typename Pairs>
+// thread that writes C there, so c may be r itself. (STORED false: R added,
+// the pairs left for the caller to store.)
+template <bool STORED = true, typename Pairs>
 __device__ __forceinline__ void finish(C_ELEMENT* c, Pairs pairs EPILOGUE_PARAMETER) {
 #if defined(IMAGE_FAMILY_TILED_ADD)
   pairs([&](float& v0, float& v1, int row, int column) {
@@ -504,7 +531,7 @@ __device__ __forceinline__ void finish(C_ELEMENT* c, Pairs pairs EPILOGUE_PARAME
     v1 += residual.y;
   });
 #endif
-  pairs([&](float& v0, float& v1, int row, int column) { store_pair(c, row, column, v0, v1); });
+  if constexpr (STORED) pairs([&](float& v0, float& v1, int row, int column) { store_pair(c, row, column, v0, v1); });
 }
 
 // The K groups' sums meet, once every copy has landed and every warp has read
@@ -1100,11 +1127,86 @@ __device__ __forceinline__ void multiply_step(float (&d)[BLOCK_N / 2], unsigned 
   asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
 }
 
+// Warpgroup WARPGROUP's 64 rows of a tile's C (d: the thread's sums,
+// n-tile j at rows lane / 4 and 8 below, columns 2 (lane % 4) + 0, 1; row0,
+// column0: C's first row and column of them) through its slab
+// (TENSOR_STORE): the slab is written as the boxes lay it out, a box per 32
+// columns, a row per 128 bytes, its 16-byte chunks swizzled by the row (so
+// that a warp's pairs take each bank twice, as few as 256 bytes can), then
+// one thread has the tensor memory accelerator store the boxes and goes on
+// without waiting: only the next store into the slab waits for the copies
+// to have read it.
+template <int WARPGROUP>
+__device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int row0, int column0,
+                                             const TensorMap* map_c) {
+  extern __shared__ __align__(1024) HALF shared[];
+  constexpr int warpgroup = WARPGROUP;
+  const int thread = threadIdx.x & 127, warp = thread >> 5, lane = thread & 31;
+  float* const slab = reinterpret_cast<float*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) + warpgroup * SLAB_FLOATS;
+  // the slab is free once the copies before have read it (waited on by the
+  // whole of the warp whose elected thread issued them)
+  if (warp == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  asm volatile("bar.sync %0, 128;" ::"n"(4 + warpgroup) : "memory");
+#pragma unroll
+  for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
+      const int row = warp * 16 + (lane >> 2) + 8 * half_row, column = 8 * j + 2 * (lane & 3);
+      const int chunk = column % BOX_COLUMNS / 4;
+      float* const at = slab + column / BOX_COLUMNS * (SLAB_ROWS * BOX_COLUMNS) + row * BOX_COLUMNS +
+                        (chunk ^ (row & 7)) * 4 + column % 4;
+      *reinterpret_cast<float2*>(at) = make_float2(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1]);
+    }
+  // the slab's writes made visible to the tensor copies (the async proxy)
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("bar.sync %0, 128;" ::"n"(4 + warpgroup) : "memory");
+  // one thread of the first warp, elected (so the compiler takes the copies'
+  // coordinates as the one thread's: they are the warpgroup's alike, which
+  // it cannot tell, and took them apart lane by lane where one thread of
+  // the warpgroup was chosen by its index)
+  unsigned elected = 0;
+  if (warp == 0)
+    asm volatile("{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u32 %0, 1, 0, p;\n\t}" : "=r"(elected));
+  if (elected) {
+    unsigned long long policy;  // a streamed C leaves L2 first (STREAMED_C)
+    if constexpr (STREAMED_C) {
+      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    } else {
+      asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+    }
+#pragma unroll
+    for (int box = 0; box < BLOCK_N / BOX_COLUMNS; ++box)
+      asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;"
+                   ::"l"(map_c), "r"(column0 + box * BOX_COLUMNS), "r"(row0),
+                   "r"(shared_address(slab + box * SLAB_ROWS * BOX_COLUMNS)), "l"(policy)
+                   : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+  }
+}
+
+// The warpgroup's rows of a tile whose first is block_m, stored through its
+// slab (as a constant: store_staged)
+__device__ __forceinline__ void store_staged_by(int warpgroup, const float (&d)[BLOCK_N / 2], int block_m, int block_n,
+                                                const TensorMap* map_c) {
+  if (BLOCK_M == 64 || warpgroup == 0) {
+    store_staged<0>(d, block_m, block_n, map_c);
+  } else {
+    store_staged<1>(d, block_m + 64, block_n, map_c);
+  }
+}
+
+// The end of a warpgroup's walk with TENSOR_STORE: its last stores have
+// written C (and read the slab, which outlives the block no longer); the
+// first warp waits, its elected thread among them
+__device__ __forceinline__ void finish_stores() {
+  if (STAGED_C && ((threadIdx.x >> 5) & 3) == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
 // The multiplying warpgroups' walk over the same tiles and stages: a stage
 // is read once its copies have landed and released once the products that
 // read it are done (the latest products stay in flight meanwhile).
-__device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long* full, unsigned long long* empty
-                                               EPILOGUE_PARAMETER) {
+__device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long* full, unsigned long long* empty,
+                                               const TensorMap* map_c EPILOGUE_PARAMETER) {
   const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   int it = 0;
   for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
@@ -1146,17 +1248,24 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
     for (int j = 0; j < BLOCK_N / 8; ++j)
 #pragma unroll
       for (int half_row = 0; half_row < 2; ++half_row) {
-        float v0 = d[4 * j + 2 * half_row], v1 = d[4 * j + 2 * half_row + 1];
+        float& v0 = d[4 * j + 2 * half_row];
+        float& v1 = d[4 * j + 2 * half_row + 1];
         v0 += residual[j][half_row].x;
         v1 += residual[j][half_row].y;
-        store_pair(c, row0 + 8 * half_row, column0 + 8 * j, v0, v1);
+        if constexpr (!STAGED_C) store_pair(c, row0 + 8 * half_row, column0 + 8 * j, v0, v1);
       }
+    if constexpr (STAGED_C) store_staged_by(warpgroup, d, block_m, block_n, map_c);
 #elif defined(IMAGE_FAMILY_TILED_ROPE)
     store_warpgroup(c, d, row0, column0, rope, &angles);
 #else
-    store_warpgroup(c, d, row0, column0 EPILOGUE_ARGUMENT);
+    if constexpr (STAGED_C) {
+      store_staged_by(warpgroup, d, block_m, block_n, map_c);
+    } else {
+      store_warpgroup(c, d, row0, column0 EPILOGUE_ARGUMENT);
+    }
 #endif
   }
+  finish_stores();
 }
 // WGMMA 3: each multiplying warpgroup takes every other tile of the block's
 // walk whole (all BLOCK_M rows), so one stores its tile while the other's
@@ -1164,10 +1273,15 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
 // other has passed all of its waits for the tile before (named barriers 2
 // and 3): a stage's mbarrier phase then never runs more than one ahead of
 // its waiter, which is all a parity can tell apart.
+// (With TENSOR_STORE each warpgroup's walk is its own code, WARPGROUP, so
+// that its slab and named barrier are constants.)
+template <int WARPGROUP = -1>
 __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigned long long* full,
-                                                           unsigned long long* empty EPILOGUE_PARAMETER) {
+                                                           unsigned long long* empty,
+                                                           const TensorMap* map_c EPILOGUE_PARAMETER) {
   extern __shared__ __align__(1024) HALF shared[];
-  const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int warpgroup = WARPGROUP >= 0 ? WARPGROUP : threadIdx.x >> 7;
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   constexpr int HALVES = BLOCK_M / 64;
   for (int j = warpgroup; blockIdx.x + j * gridDim.x < TILES; j += 2) {  // the block's j-th tile
     const int tile = blockIdx.x + j * gridDim.x;
@@ -1192,10 +1306,25 @@ __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigne
     // with a residual, one n-tile's R at a time: the whole tile's sums and
     // more of R do not fit the registers
 #pragma unroll
-    for (int h = 0; h < HALVES; ++h)
-      store_warpgroup<RESIDUAL ? 1 : BLOCK_N / 8>(c, d[h], block_m + h * 64 + warp * 16 + (lane >> 2),
-                                                               block_n + 2 * (lane & 3) EPILOGUE_ARGUMENT);
+    for (int h = 0; h < HALVES; ++h) {
+      const int row = block_m + h * 64 + warp * 16 + (lane >> 2), column = block_n + 2 * (lane & 3);
+      if constexpr (STAGED_C) {
+#if defined(IMAGE_FAMILY_TILED_ADD)
+        finish<false>(c, [&](auto visit) {
+#pragma unroll
+          for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+            for (int half_row = 0; half_row < 2; ++half_row)
+              visit(d[h][4 * j + 2 * half_row], d[h][4 * j + 2 * half_row + 1], row + 8 * half_row, column + 8 * j);
+        } EPILOGUE_ARGUMENT);
+#endif
+        store_staged<WARPGROUP < 0 ? 0 : WARPGROUP>(d[h], block_m + h * 64, block_n, map_c);
+      } else {
+        store_warpgroup<RESIDUAL ? 1 : BLOCK_N / 8>(c, d[h], row, column EPILOGUE_ARGUMENT);
+      }
+    }
   }
+  finish_stores();
 }
 // WGMMA 2 with K groups: each multiplying warpgroup multiplies all 64 rows
 // of the tile over every other step, on the one ring. With STAGES and a
@@ -1240,8 +1369,8 @@ __device__ __forceinline__ void multiply_tiles_in_turns(C_ELEMENT* c, unsigned l
 #else
 // The multiplying warps' walk (mma.sync): a warp releases a stage once its
 // fragment loads from it are done.
-__device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long* full, unsigned long long* empty
-                                               EPILOGUE_PARAMETER) {
+__device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long* full, unsigned long long* empty,
+                                               const TensorMap* EPILOGUE_PARAMETER) {
   extern __shared__ __align__(1024) HALF shared[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int warp_m = (warp / WARPS_N) * WARP_M, warp_n = (warp % WARPS_N) * WARP_N;
@@ -1263,9 +1392,10 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
 }
 #endif
 
-// WGMMA 2 and 3's block: its mbarriers follow the ring in shared memory.
+// WGMMA 2 and 3's block: its mbarriers follow the ring in shared memory (then,
+// TENSOR_STORE, the multiplying warpgroups' slabs of C).
 __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a, const HALF* b, const TensorMap* map_a,
-                                                    const TensorMap* map_b EPILOGUE_PARAMETER) {
+                                                    const TensorMap* map_b, const TensorMap* map_c EPILOGUE_PARAMETER) {
   static_assert(WGMMA < 2 || GROUP_THREADS == BLOCK_M * 2, "a warpgroup per 64 rows");
   static_assert(!SHARED_SUMS || BLOCK_M * BLOCK_N * 4 <= STAGES * STAGE_HALVES * 2,
                 "the cluster's sums go where the ring was (its mbarriers follow it)");
@@ -1322,7 +1452,13 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
   } else {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (ALTERNATING) {
-      multiply_tiles_alternating(c, full, empty EPILOGUE_ARGUMENT);
+      if (!STAGED_C) {
+        multiply_tiles_alternating(c, full, empty, map_c EPILOGUE_ARGUMENT);
+      } else if (threadIdx.x < WARPGROUP_THREADS) {
+        multiply_tiles_alternating<0>(c, full, empty, map_c EPILOGUE_ARGUMENT);
+      } else {
+        multiply_tiles_alternating<1>(c, full, empty, map_c EPILOGUE_ARGUMENT);
+      }
       return;
     }
     if constexpr (IN_TURNS) {
@@ -1333,7 +1469,7 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
     if constexpr (K_GROUPS > 1) {
       if (threadIdx.x >= GROUP_THREADS) return;  // other cards: the first K group takes every step
     }
-    multiply_tiles(c, full, empty EPILOGUE_ARGUMENT);
+    multiply_tiles(c, full, empty, map_c EPILOGUE_ARGUMENT);
   }
 }
 #if __CUDA_ARCH__ >= 900 && IMAGE_K_BLOCKS > 1

@@ -108,8 +108,22 @@ def tile_images() -> list[Image]:
     chooses it)."""
     layouts = ("rr", "rc", "cc")
     return [tiled_image(*layouts[i % 3], 256, 256, 512, i % 2 == 1, "binary16", i,
-                        "half" if i % 4 == 2 and TILE_CANDIDATES[i].wgmma != 3 else "binary32")
+                        "half" if i % 4 == 2 and TILE_CANDIDATES[i].wgmma != 3 and not TILE_CANDIDATES[i].tensor_store
+                        else "binary32")
             for i in range(len(TILE_CANDIDATES))]
+
+
+def stored_images() -> list[tuple[int, Image]]:
+    """Each tile whose C the tensor memory accelerator stores, at a shape
+    whose tiles outnumber its blocks, so that each block stores through its
+    slabs again once the copies before have read them; the operand layouts
+    and the residual in turn (not with a tile whose warpgroups take tiles in
+    turn: holding two tiles' sums, R beside them takes local memory, so the
+    sweep never chooses it for a residual product)."""
+    layouts = ("rr", "rc", "cc")
+    stored = [i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store]
+    return [(i, tiled_image(*layouts[n % 3], 2048, 2304, 128, n % 2 == 0 and TILE_CANDIDATES[i].wgmma != 3,
+                            "binary16", i)) for n, i in enumerate(stored)]
 
 
 # a gated product's tile on each path: the warps (mma.sync), the warpgroups
@@ -157,4 +171,5 @@ CASES: list[tuple[str, Shape, Image]] = (
     + [(f"gated-tile-{n}-{i.name}", SMALL, i) for n, i in gated_images()]
     + [(f"rope-tile-{n}-{i.name}", GROUPED, i) for n, i in rope_images()]
     + [(f"heads-tile-{n}-{i.name}", SMALL, i) for n, i in heads_images()]
+    + [(f"stored-tile-{n}-{i.name}", SMALL, i) for n, i in stored_images()]
 )

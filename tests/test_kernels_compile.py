@@ -61,7 +61,7 @@ def test_the_attention_keeps_its_products_in_flight(img):
 def test_the_prelude_bakes_the_constants():
     text = nvrtc.prelude(image("tiled", a_layout="c", b_layout="r", m=128, n=64, k=32, residual=0, block_m=64,
                                block_n=64, block_k=32, stages=2, warps_m=2, warps_n=2, k_groups=1, k_blocks=1, wgmma=0,
-                               per_sm=1, half="bfloat16"))
+                               per_sm=1, tensor_store=0, half="bfloat16"))
     for line in ("#define IMAGE_FAMILY_TILED 1", "constexpr int BLOCK = 128;", "constexpr bool A_COLUMNS = true;",
                  "constexpr bool B_COLUMNS = false;", "#define HALF_BFLOAT16 1", "constexpr int BLOCK_M = 64;",
                  "constexpr int M = 128;"):

@@ -77,6 +77,34 @@ def test_a_heads_products_maps_are_its_operands_after_its_pointers():
     assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses["a"], addresses["b"]]
 
 
+def test_a_product_whose_c_tensor_copies_store_takes_cs_map_last():
+    """C's map is binary32, boxes of 32 columns (128 bytes) by a slab's 64
+    rows, over exactly C's extent, after the operands' maps; sm_86 takes
+    none (its warps store C from their registers)."""
+    stored = next(i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store)
+    img = tiled_image("r", "r", 256, 256, 512, True, "binary16", stored)
+    a, b, c = tensor_maps(img)
+    assert (c.argument, c.inner, c.outer, c.box_inner, c.box_outer, c.element) == ("c", 256, 256, 32, 64, 4)
+    assert a.element == b.element == HALF_BYTES
+    addresses = {"c": 0x10000, "a": 0x20000, "b": 0x40000, "r": 0x80000}
+    block = img.parameter_block(addresses, {})
+    cubin = compile_image(img, "sm_90")
+    out = launch_parameters(img, block, cubin, fake_encoder)
+    taken = kernel_info(cubin).parameters[len(img.arguments):]
+    assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses[x] for x in "abc"]
+    assert launch_parameters(img, block, compile_image(img, "sm_86"), fake_encoder) == block
+
+
+def test_a_map_past_c_is_refused(monkeypatch):
+    stored = next(i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store)
+    img = tiled_image("r", "r", 256, 256, 512, False, "binary16", stored)
+    wider = tuple(replace(s, outer=s.outer + 64) if s.argument == "c" else s for s in tensor_maps(img))
+    monkeypatch.setattr("planner.runtime.tensor_maps.tensor_maps", lambda i: wider)
+    with pytest.raises(ValueError, match="tensor map over c is not its extent"):
+        launch_parameters(img, img.parameter_block({"c": 1 << 16, "a": 2 << 16, "b": 3 << 16}, {}),
+                          compile_image(img, "sm_90"), fake_encoder)
+
+
 def test_a_card_without_tensor_copies_takes_the_block_alone():
     img = tiled_image("r", "c", 256, 256, 512, False, "binary16", FED)
     block = img.parameter_block({"c": 1 << 16, "a": 2 << 16, "b": 3 << 16}, {})

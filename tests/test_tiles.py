@@ -32,6 +32,22 @@ def test_a_heads_product_walking_tiles_takes_its_row_sums_own_bytes():
         assert extra == (t.warps_n * t.block_m * 4 if split and t.wgmma >= 2 else 0), t
 
 
+def test_a_tile_whose_c_tensor_copies_store_serves_a_binary32_c_alone():
+    """Its slabs hold binary32 rows, and C's map is binary32: a half C, or
+    one by head, takes the tiles that store from the registers; the slabs
+    (a warpgroup's 64 rows of C each) take shared memory past the ring."""
+    stored = [t for t in TILE_CANDIDATES if t.tensor_store]
+    assert stored and all(t.wgmma >= 2 and t.k_groups == t.k_blocks == 1 for t in stored)
+    m, n, k = 1024, 1024, 1024
+    for t in stored:
+        assert tile_serves(t, m, n, k) and not any(tile_serves(t, m, n, k, output=o)
+                                                   for o in ("half", "gated", "rope", "heads"))
+        unstored = manifest.Tile(t.block_m, t.block_n, t.stages, t.warps_m, t.warps_n, block_k=t.block_k,
+                                 wgmma=t.wgmma, per_sm=t.per_sm)
+        slabs = t.warps_m * t.warps_n // 4 * 64 * t.block_n * 4
+        assert t.shared() - slabs >= unstored.shared() and t.shared() - slabs - unstored.shared() < 1024
+
+
 def _heads_keys() -> dict[int, tuple]:
     """The attention output's data gradient (dY W^T, the context's gradient)
     of the default model at 1 x and 8 x 1024: batch -> its shape (a layout,

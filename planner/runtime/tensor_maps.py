@@ -3,11 +3,12 @@ from its relocated parameter block.
 
 The certified parameter block holds the operands' pointers; a tensor map is
 a second description of the same bytes (base, element counts, row stride)
-that the tensor memory accelerator reads through, never past its bounds. The
-runtime encodes each map from the pointer in the block and the manifest's
-`TensorMapSpec`, refusing one whose bounds are not exactly the argument's
-extent, and places it where the cubin declares the parameter: the launch
-then reads only what the certificate covers.
+that the tensor memory accelerator reads (or, for a C it stores, writes)
+through, never past its bounds. The runtime encodes each map from the
+pointer in the block and the manifest's `TensorMapSpec`, refusing one whose
+bounds are not exactly the argument's extent, and places it where the cubin
+declares the parameter: the launch then touches only what the certificate
+covers.
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ MAP_BYTES = 128
 
 
 def encode(spec: TensorMapSpec, address: int) -> bytes:
-    """A CUtensorMap over half elements at `address`, 128-byte swizzled."""
+    """A CUtensorMap over the spec's elements (halves, whose two formats the
+    copies move alike, or binary32) at `address`, 128-byte swizzled."""
     from cuda.bindings import driver as cu
     from planner.runtime.driver import call
 
-    tensor_map = call("cuTensorMapEncodeTiled", cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, address,
+    kind = {HALF_BYTES: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            4: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}[spec.element]
+    tensor_map = call("cuTensorMapEncodeTiled", kind, 2, address,
                       [cu.cuuint64_t(spec.inner), cu.cuuint64_t(spec.outer)],
-                      [cu.cuuint64_t(spec.inner * HALF_BYTES)],
+                      [cu.cuuint64_t(spec.inner * spec.element)],
                       [cu.cuuint32_t(spec.box_inner), cu.cuuint32_t(spec.box_outer)],
                       [cu.cuuint32_t(1), cu.cuuint32_t(1)],
                       cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -39,7 +43,8 @@ def encode(spec: TensorMapSpec, address: int) -> bytes:
 
 def launch_parameters(img: Image, block: bytes, cubin: bytes, encoder=encode) -> bytes:
     """The bytes a launch of `img` passes: its parameter block, followed
-    (where the cubin takes them) by the tensor maps of its operands."""
+    (where the cubin takes them) by the tensor maps of its operands (and of
+    C, where tensor copies store it)."""
     specs = tensor_maps(img)
     taken = kernel_info(cubin).parameters[len(img.arguments):]
     if not taken:
@@ -51,7 +56,7 @@ def launch_parameters(img: Image, block: bytes, cubin: bytes, encoder=encode) ->
     out = bytearray(taken[-1].offset + MAP_BYTES)
     out[:len(block)] = block
     for spec, parameter in zip(specs, taken):
-        covered = spec.inner * spec.outer * HALF_BYTES
+        covered = spec.inner * spec.outer * spec.element
         if img.argument(spec.argument).kind != POINTER or covered != extents[spec.argument]:
             raise ValueError(f"image {img.name}: the tensor map over {spec.argument} is not its extent")
         (address,) = struct.unpack_from("<Q", block, img.offset(spec.argument))
