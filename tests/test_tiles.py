@@ -48,6 +48,16 @@ def test_a_tile_whose_c_tensor_copies_store_serves_a_binary32_c_alone():
         assert t.shared() - slabs >= unstored.shared() and t.shared() - slabs - unstored.shared() < 1024
 
 
+def test_a_walking_tiles_blocks_fit_a_multiprocessor_together():
+    """`per_sm` blocks of a walking tile, each with the 1 KB the card keeps
+    a block, fit the shared memory of a multiprocessor of the card the tiles
+    were measured on (its opt-in limit a block, and that 1 KB): else its
+    grid's second wave would wait for the first."""
+    per_multiprocessor = manifest.shared_limit_of_tiles() + 1024
+    for t in TILE_CANDIDATES:
+        assert t.per_sm * (t.shared() + 1024) <= per_multiprocessor, t
+
+
 def _heads_keys() -> dict[int, tuple]:
     """The attention output's data gradient (dY W^T, the context's gradient)
     of the default model at 1 x and 8 x 1024: batch -> its shape (a layout,
