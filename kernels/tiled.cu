@@ -1274,7 +1274,10 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
 // and 3): a stage's mbarrier phase then never runs more than one ahead of
 // its waiter, which is all a parity can tell apart.
 // (With TENSOR_STORE each warpgroup's walk is its own code, WARPGROUP, so
-// that its slab and named barrier are constants.)
+// that its slab and named barrier are constants: with one code for both,
+// the warpgroup from the thread's index, rr-m1024-n12288-k512 took 32.9 us
+// with tile 62 against 28.6 with tile 60 on the H200, where with this code
+// the two take alike, 27.4.)
 template <int WARPGROUP = -1>
 __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigned long long* full,
                                                            unsigned long long* empty,
