@@ -100,14 +100,19 @@ def bfloat16_images() -> list[Image]:
     return chosen + [products(GROUPED, "bfloat16")[i] for i in (0, 1, 5, 8, 11, 16, 17, 18, 19)]
 
 
+# the operand layouts the tile cases take in turn: rows x rows (the
+# forward's), rows x columns (a data gradient's), columns x columns (a
+# weight gradient's)
+LAYOUTS = ("rr", "rc", "cc")
+
+
 def tile_images() -> list[Image]:
     """Every candidate tile, whether or not a shape records it: one product of
     each, the operand layouts, the residual and a half C taken in turn (not
     with a tile whose warpgroups take tiles in turn, WGMMA 3: holding two
     tiles' sums, its half C's exchange takes local memory, so the sweep never
     chooses it)."""
-    layouts = ("rr", "rc", "cc")
-    return [tiled_image(*layouts[i % 3], 256, 256, 512, i % 2 == 1, "binary16", i,
+    return [tiled_image(*LAYOUTS[i % 3], 256, 256, 512, i % 2 == 1, "binary16", i,
                         "half" if i % 4 == 2 and TILE_CANDIDATES[i].wgmma != 3 and not TILE_CANDIDATES[i].tensor_store
                         else "binary32")
             for i in range(len(TILE_CANDIDATES))]
@@ -120,9 +125,8 @@ def stored_images() -> list[tuple[int, Image]]:
     and the residual in turn (not with a tile whose warpgroups take tiles in
     turn: holding two tiles' sums, R beside them takes local memory, so the
     sweep never chooses it for a residual product)."""
-    layouts = ("rr", "rc", "cc")
     stored = [i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store]
-    return [(i, tiled_image(*layouts[n % 3], 2048, 2304, 128, n % 2 == 0 and TILE_CANDIDATES[i].wgmma != 3,
+    return [(i, tiled_image(*LAYOUTS[n % 3], 2048, 2304, 128, n % 2 == 0 and TILE_CANDIDATES[i].wgmma != 3,
                             "binary16", i)) for n, i in enumerate(stored)]
 
 
