@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib import resources
 from math import ceil, prod
@@ -751,6 +751,12 @@ def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
                  stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, k_blocks=t.k_blocks,
                  wgmma=t.wgmma, per_sm=t.per_sm, tensor_store=t.tensor_store,
                  half=half, **(heads or {}))
+
+
+def tile_of(img: Image) -> int:
+    """The candidate tile a product's image was made with (its constants)."""
+    c = img.constant_map
+    return next(i for i, t in enumerate(TILE_CANDIDATES) if all(c[f.name] == getattr(t, f.name) for f in fields(Tile)))
 
 
 # The streaming attention images: each block walks the key (or query) tiles

@@ -13,6 +13,12 @@ anchor is the PyTorch reference under bf16 autocast with SDPA attention and
 fused AdamW, eager, compiled, and compiled with the whole step captured as
 one CUDA graph (the strongest). Warm-up is excluded; the median of the timed
 steps is reported, with CUDA events around each.
+
+Beside the step, the same run times each matrix product of the update alone
+(its launches as the plan makes them) against torch.matmul (cuBLAS) on
+random operands of the same shape, layouts and half format, with a half C
+and nothing after it: the stricter anchor for a product that also adds a
+residual or applies an activation on the way out.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from planner.model.config import Config
 from planner.schedule.urgency import floor_us
 
 WARMUP, TIMED = 10, 50
+# the share of torch.matmul's speed each product is held to (the performance issue's bar)
+PRODUCT_BAR = 0.7
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -173,6 +181,41 @@ def torch_graph_us(work, repeats: int) -> float:
     return start.elapsed_time(stop) * 1e3 / repeats
 
 
+def matmul_operands(a_layout: str, b_layout: str, m: int, n: int, k: int, dtype):
+    """Random (never zero) half operands laid out as a product's ("r": K
+    contiguous, "c": K strided), as torch.matmul takes them: m x k, k x n."""
+    import torch
+
+    a = torch.randn((k, m) if a_layout == "c" else (m, k), device="cuda").to(dtype)
+    b = torch.randn((k, n) if b_layout == "c" else (n, k), device="cuda").to(dtype)
+    return (a.t() if a_layout == "c" else a), (b if b_layout == "c" else b.t())
+
+
+def products_vs_matmul(plan, kernels: dict[str, tuple[int, float, float]], repeats: int = 20) -> dict[str, dict]:
+    """Each product image of the update (a launch's mean time alone, from
+    kernel_times) beside torch.matmul with a half C on random operands of
+    its shape, layouts and half format, timed as a graph of `repeats`
+    calls: image -> {tile, us, torch_us, ratio} (ratio: torch's time over
+    ours, 1 as fast)."""
+    import torch
+
+    from planner.kernels.manifest import tile_of
+
+    dtypes = {"binary16": torch.float16, "bfloat16": torch.bfloat16}
+    out = {}
+    for name, (launches, total_us, _) in sorted(kernels.items()):
+        img = plan.image[name]
+        if not img.family.startswith("tiled"):
+            continue
+        c = img.constant_map
+        left, right = matmul_operands(c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], dtypes[c["half"]])
+        torch_us = torch_graph_us(lambda: torch.matmul(left, right), repeats)
+        us = total_us / launches
+        out[name] = {"tile": tile_of(img), "us": us, "torch_us": torch_us, "ratio": torch_us / us}
+        del left, right
+    return out
+
+
 def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float]:
     """One layer's streaming attention (the forward and the backward
     launches the plan takes at the shape) beside PyTorch's SDPA forward +
@@ -249,6 +292,16 @@ def _print_kernels(row: dict, top: int = 12) -> None:
               f"{k['floor_us'] / k['launches']:7.1f}  ({k['us'] / max(k['floor_us'], 1e-9):4.1f}x)", flush=True)
 
 
+def _print_products(row: dict) -> None:
+    products = row["products"]
+    print(f"{row['tokens']} tokens/step: products alone beside torch.matmul (half C, no epilogue)", flush=True)
+    for name, p in sorted(products.items(), key=lambda kv: kv[1]["ratio"]):
+        print(f"  {name:36s} tile {p['tile']:2d} {p['us']:8.1f} us  torch {p['torch_us']:8.1f} us  "
+              f"{p['ratio']:5.2f}x", flush=True)
+    met = sum(p["ratio"] >= PRODUCT_BAR for p in products.values())
+    print(f"  {met} of {len(products)} at {PRODUCT_BAR}x of torch.matmul or more", flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from planner.certify import demand_certificate
     from planner.cli import read_config
@@ -274,11 +327,13 @@ def run(args: argparse.Namespace) -> int:
         row = {"batch": batch, "tokens": config.shape.tokens, "plan_ms": ours, "plan_events_ms": ours_events,
                "plan_losses": losses[:3],
                "kernels": {name: {"launches": n, "us": us, "floor_us": floor} for name, (n, us, floor) in kernels.items()}}
+        row["products"] = products_vs_matmul(plan, kernels)
         row |= attention_vs_sdpa(config, gpu)
         for setup in args.anchors.split(","):
             row[f"torch_{setup}_ms"] = torch_step_ms(config, parameters, setup)
         rows.append(row)
         _print_kernels(row)
+        _print_products(row)
     setups = args.anchors.split(",")
     print(f"\n{'tokens/step':>12} {'plan ms':>8} {'(host)':>8} " + " ".join(f"{s:>18}" for s in setups)
           + "   (anchor ms, plan / anchor by events)")

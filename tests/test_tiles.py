@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from planner.kernels import manifest
 from planner.kernels.manifest import (FILL_BLOCKS, TILE_CANDIDATES, choose_tile, product_key, recorded_tile,
-                                      recorded_tiles, tile_serves)
+                                      recorded_tiles, tile_of, tile_serves, tiled_image)
 from planner.model.config import DEFAULT
 
 
@@ -90,3 +90,11 @@ def test_a_measured_heads_product_takes_its_own_tile(monkeypatch):
     table = recorded_tiles() | {product_key(*shape, "heads"): own}
     monkeypatch.setattr(manifest, "recorded_tiles", lambda: table)
     assert choose_tile(*shape, "heads") == own
+
+
+def test_a_product_image_names_its_tile():
+    """The bench's products table names each image's tile: every candidate
+    is told apart by its constants (no two alike), whatever the shape."""
+    assert len(set(TILE_CANDIDATES)) == len(TILE_CANDIDATES)
+    for i in range(len(TILE_CANDIDATES)):
+        assert tile_of(tiled_image("r", "c", 1024, 512, 1024, False, "binary16", i)) == i
