@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from planner.bench import torch_graph_us
+from planner.bench import matmul_operands, torch_graph_us
 from planner.certify.sass import check_cubin
 from planner.kernels.manifest import (ARCHS, HEADS_CONSTANTS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES,
                                       product_key, tile_serves, tiled_image)
@@ -206,11 +206,8 @@ BY_HEAD = {"rope": Heads, "heads": ContextHeads}
 def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output, heads) -> dict:
     """Every tile that serves the product within the device's shared memory, timed."""
     dtype = DTYPES[half]
-    a = torch.randn((k, m) if a_layout == "c" else (m, k), device="cuda").to(dtype)
-    b = torch.randn((k, n) if b_layout == "c" else (n, k), device="cuda").to(dtype)
+    left, right = matmul_operands(a_layout, b_layout, m, n, k, dtype)  # views of A and B as stored
     r = torch.randn((m, n), device="cuda") if residual else None
-    left = a.t() if a_layout == "c" else a            # m x k
-    right = b if b_layout == "c" else b.t()           # k x n
     expected = left.double() @ right.double() + (r.double() if residual else 0)
     row = {"torch_us": torch_graph_us(lambda: torch.matmul(left, right), REPEATS), "tiles": {}}
     same = same_result(left, right, r, output)
@@ -224,7 +221,7 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output, heads
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32 if output == "binary32" else dtype)
         activation = torch.full((m, n // 2), float("nan"), device="cuda", dtype=dtype)
         by_head = BY_HEAD[output](m, heads, dtype) if output in BY_HEAD else None
-        pointers = ({"a": a.data_ptr(), "b": b.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
+        pointers = ({"a": left.data_ptr(), "b": right.data_ptr()} | ({"r": r.data_ptr()} if residual else {})
                     | ({"gated": activation.data_ptr()} if output == "gated" else {})
                     | (by_head.pointers() if by_head else {"c": c.data_ptr()}))
         cubin = compile_image(img, device.arch)
