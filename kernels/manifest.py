@@ -594,9 +594,9 @@ class Tile:
 # so that one's products run while another stores its tile; 59..64 walking
 # tiles of 38..46, 58 whose binary32 C goes through shared memory and is
 # stored by tensor copies, so that the warpgroups multiply the next tile
-# while it is written; 65 the walking tile 45 with K split across a
-# cluster's two blocks, its deep ring for the long K of the logits' data
-# gradient)
+# while it is written; 65 tile 45 with K split across a cluster's two
+# blocks, a block per tile and half of K as 47..51, its deep ring for the
+# long K of the logits' data gradient)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
