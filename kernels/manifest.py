@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from importlib import resources
 from math import ceil, prod
@@ -575,9 +575,7 @@ class Tile:
     def shared(self, output: str = "binary32") -> int:
         """The shared memory a product's block takes with this tile (a
         heads product's more: `_row_sums_shared`)."""
-        c = {"k_groups": self.k_groups, "stages": self.stages, "block_m": self.block_m, "block_n": self.block_n,
-             "block_k": self.block_k, "k_blocks": self.k_blocks, "wgmma": self.wgmma, "warps_m": self.warps_m,
-             "warps_n": self.warps_n, "tensor_store": self.tensor_store}
+        c = asdict(self)  # the image's constants a tile gives
         return _heads_product_shared(c) if output == "heads" else _product_shared(c)
 
 
@@ -749,11 +747,8 @@ def tiled_image(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: 
     t = TILE_CANDIDATES[tile]
     name = "tiled-" + product_key(a_layout, b_layout, m, n, k, residual, output)
     family = "tiled-add" if residual else PRODUCT_OUTPUTS[output][0]
-    return image(family, name, a_layout=a_layout, b_layout=b_layout, m=m, n=n,
-                 k=k, residual=int(residual), block_m=t.block_m, block_n=t.block_n, block_k=t.block_k,
-                 stages=t.stages, warps_m=t.warps_m, warps_n=t.warps_n, k_groups=t.k_groups, k_blocks=t.k_blocks,
-                 wgmma=t.wgmma, per_sm=t.per_sm, tensor_store=t.tensor_store,
-                 half=half, **(heads or {}))
+    return image(family, name, a_layout=a_layout, b_layout=b_layout, m=m, n=n, k=k, residual=int(residual),
+                 half=half, **asdict(t), **(heads or {}))
 
 
 def tile_of(img: Image) -> int:

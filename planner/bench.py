@@ -212,7 +212,6 @@ def products_vs_matmul(plan, kernels: dict[str, tuple[int, float, float]], repea
         torch_us = torch_graph_us(lambda: torch.matmul(left, right), repeats)
         us = total_us / launches
         out[name] = {"tile": tile_of(img), "us": us, "torch_us": torch_us, "ratio": torch_us / us}
-        del left, right
     return out
 
 
