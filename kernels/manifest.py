@@ -165,12 +165,20 @@ def _product_shared(c: Constants) -> int:
     tile_sums = c["block_m"] * c["block_n"] * 4
     ring = c["stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * HALF_BYTES
     if c["wgmma"] >= 2:
-        barriers = 2 * c["stages"] * 8
+        barriers = 2 * c["stages"] * 8 + (2 * 8 if _staged_r(c) else 0)
         if c["tensor_store"]:  # each multiplying warpgroup's slab of C, 1024-byte aligned (the swizzle's period)
             slabs = c["warps_m"] * c["warps_n"] // 4 * _SLAB_ROWS * c["block_n"] * 4
             return -(-(ring + barriers) // 1024) * 1024 + slabs
         return max(ring, tile_sums if c["k_blocks"] > 1 else 0) + barriers + (c["k_groups"] - 1) * tile_sums
     return max(c["k_groups"] * ring, max(c["k_groups"] - 1, int(c["k_blocks"] > 1)) * tile_sums)
+
+
+def _staged_r(c: Constants) -> bool:
+    """A residual the walk of WGMMA 2 brings through its slabs of C by tensor
+    copies (each multiplying warpgroup's own mbarrier for it, after the
+    ring's; a Tile's shared memory, asked without its product, counts none:
+    they lie in the slabs' alignment either way)."""
+    return bool(c["tensor_store"] and c.get("residual") and c["wgmma"] == 2)
 
 
 def _row_sums_shared(c: Constants) -> int:
@@ -525,7 +533,9 @@ def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
     3): a stage's box of each, K-contiguous operands a box of 64 k by the
     tile's rows, K-strided ones 64-wide columns by BLOCK_K; then, where the
     tensor memory accelerator stores C (TENSOR_STORE), C's: boxes of 32
-    binary32 columns (128 bytes) by a slab's rows."""
+    binary32 columns (128 bytes) by a slab's rows; and where the walk of
+    WGMMA 2 adds a residual, R's, the same boxes (it comes through the
+    slabs)."""
     c = img.constant_map
     if img.family not in PRODUCT_FAMILIES or c["wgmma"] < 2:
         return ()
@@ -535,6 +545,7 @@ def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
     b_rows = c["block_n"] // 2 if img.family == "tiled-gated" else c["block_n"]
     b = (n, k, 64, block_k) if c["b_layout"] == "c" else (k, n, 64, b_rows)
     stored = (TensorMapSpec("c", n, m, 32, _SLAB_ROWS, 4),) if c["tensor_store"] else ()
+    stored += (TensorMapSpec("r", n, m, 32, _SLAB_ROWS, 4),) if _staged_r(c) else ()
     return (TensorMapSpec("a", *a), TensorMapSpec("b", *b)) + stored
 
 
@@ -570,7 +581,8 @@ class Tile:
     k_blocks: int = 1  # a cluster's blocks that split K (sm_90 on)
     per_sm: int = 1  # WGMMA 2, 3: the walking blocks a multiprocessor holds at once (the grid's waves)
     tensor_store: int = 0  # WGMMA 2, 3, a binary32 C: C goes through shared memory, the tensor memory
-                           # accelerator stores it while the warpgroups multiply the next tile
+                           # accelerator stores it while the warpgroups multiply the next tile (WGMMA 2:
+                           # and brings a residual's R into it while they multiply R's tile)
 
     def shared(self, output: str = "binary32") -> int:
         """The shared memory a product's block takes with this tile (a

@@ -99,17 +99,22 @@ static_assert(WGMMA < 2 || BLOCK_K == 64, "a tensor copy's row is one 128-byte s
 struct alignas(64) TensorMap {
   unsigned long long words[16];
 };
-#if IMAGE_WGMMA >= 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && IMAGE_TENSOR_STORE
+#if IMAGE_WGMMA == 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && IMAGE_TENSOR_STORE && IMAGE_RESIDUAL
+#define TENSOR_MAP_PARAMETERS                                                                       \
+  , const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, \
+      const __grid_constant__ TensorMap map_c, const __grid_constant__ TensorMap map_r
+#define TENSOR_MAP_ARGUMENTS , &map_a, &map_b, &map_c, &map_r
+#elif IMAGE_WGMMA >= 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && IMAGE_TENSOR_STORE
 #define TENSOR_MAP_PARAMETERS                                                                       \
   , const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, \
       const __grid_constant__ TensorMap map_c
-#define TENSOR_MAP_ARGUMENTS , &map_a, &map_b, &map_c
+#define TENSOR_MAP_ARGUMENTS , &map_a, &map_b, &map_c, nullptr
 #elif IMAGE_WGMMA >= 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TENSOR_MAP_PARAMETERS , const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b
-#define TENSOR_MAP_ARGUMENTS , &map_a, &map_b, nullptr
+#define TENSOR_MAP_ARGUMENTS , &map_a, &map_b, nullptr, nullptr
 #else
 #define TENSOR_MAP_PARAMETERS
-#define TENSOR_MAP_ARGUMENTS , nullptr, nullptr, nullptr
+#define TENSOR_MAP_ARGUMENTS , nullptr, nullptr, nullptr, nullptr
 #endif
 static_assert((K / BLOCK_K) % (K_GROUPS * SPLIT) == 0, "the K groups and blocks take equal shares of the steps");
 constexpr int STEPS = K / BLOCK_K / K_GROUPS / SPLIT;  // each group's
@@ -362,11 +367,19 @@ constexpr bool STAGED_C = TENSOR_STORE;
 #else
 constexpr bool STAGED_C = false;
 #endif
+// A residual added in the walk of WGMMA 2 comes through the same slab: the
+// tensor memory accelerator brings the tile's R into it while the tile's
+// products run (on an mbarrier of the warpgroup's, after the ring's), and
+// each thread adds its sums to R where it would have written them. Every
+// element of R and C then moves by tensor copies: with a thread's loads and
+// stores of R and C the launch stalled on the load and store queue
+// (rr-m8192-n512-k512-add on the H200: its warps stalled there most).
+constexpr bool STAGED_R = STAGED_C && RESIDUAL && WGMMA == 2;
 constexpr int SLAB_ROWS = 64, SLAB_FLOATS = SLAB_ROWS * BLOCK_N, BOX_COLUMNS = 32;
-// the slabs' offset in the dynamic shared memory: past the ring and its
-// mbarriers, 1024-byte aligned (the swizzle's period; the manifest's
-// _product_shared)
-constexpr int SLAB_OFFSET = (STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + 1023) / 1024 * 1024;
+// the slabs' offset in the dynamic shared memory: past the ring, its
+// mbarriers (and R's), 1024-byte aligned (the swizzle's period; the
+// manifest's _product_shared)
+constexpr int SLAB_OFFSET = (STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + (STAGED_R ? 16 : 0) + 1023) / 1024 * 1024;
 
 // A C larger than half the L2 does not stay there for its reader: its
 // stores are marked to leave L2 first, and the operands' tensor copies to
@@ -1138,15 +1151,19 @@ __device__ __forceinline__ void multiply_step(float (&d)[BLOCK_N / 2], unsigned 
 // to have read it.
 template <int WARPGROUP>
 __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int row0, int column0,
-                                             const TensorMap* map_c) {
+                                             const TensorMap* map_c, unsigned long long* r_full = nullptr,
+                                             unsigned r_parity = 0) {
   extern __shared__ __align__(1024) HALF shared[];
   constexpr int warpgroup = WARPGROUP;
   const int thread = threadIdx.x & 127, warp = thread >> 5, lane = thread & 31;
   float* const slab = reinterpret_cast<float*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) + warpgroup * SLAB_FLOATS;
   // the slab is free once the copies before have read it (waited on by the
   // whole of the warp whose elected thread issued them)
+  // (STAGED_R: R's copies into it waited for that, load_staged_r; their
+  // landing is waited on here, and R's elements are added where they lie)
   if (warp == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
   asm volatile("bar.sync %0, 128;" ::"n"(4 + warpgroup) : "memory");
+  if constexpr (STAGED_R) barrier_wait(r_full, r_parity);
 #pragma unroll
   for (int j = 0; j < BLOCK_N / 8; ++j)
 #pragma unroll
@@ -1155,7 +1172,13 @@ __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int 
       const int chunk = column % BOX_COLUMNS / 4;
       float* const at = slab + column / BOX_COLUMNS * (SLAB_ROWS * BOX_COLUMNS) + row * BOX_COLUMNS +
                         (chunk ^ (row & 7)) * 4 + column % 4;
-      *reinterpret_cast<float2*>(at) = make_float2(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1]);
+      float2 v = make_float2(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1]);
+      if constexpr (STAGED_R) {
+        const float2 residual = *reinterpret_cast<const float2*>(at);
+        v.x += residual.x;
+        v.y += residual.y;
+      }
+      *reinterpret_cast<float2*>(at) = v;
     }
   // the slab's writes made visible to the tensor copies (the async proxy)
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -1187,11 +1210,47 @@ __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int 
 // The warpgroup's rows of a tile whose first is block_m, stored through its
 // slab (as a constant: store_staged)
 __device__ __forceinline__ void store_staged_by(int warpgroup, const float (&d)[BLOCK_N / 2], int block_m, int block_n,
-                                                const TensorMap* map_c) {
+                                                const TensorMap* map_c, unsigned long long* r_full = nullptr,
+                                                unsigned r_parity = 0) {
   if (BLOCK_M == 64 || warpgroup == 0) {
-    store_staged<0>(d, block_m, block_n, map_c);
+    store_staged<0>(d, block_m, block_n, map_c, r_full, r_parity);
   } else {
-    store_staged<1>(d, block_m + 64, block_n, map_c);
+    store_staged<1>(d, block_m + 64, block_n, map_c, r_full + 1, r_parity);
+  }
+}
+
+// R's rows of the warpgroup's slab (STAGED_R) brought by tensor copies, as
+// C's boxes lie there, onto its mbarrier r_full, once the slab's last
+// stores have read it (waited on by the first warp, whose elected thread
+// issued those stores and issues these copies)
+template <int WARPGROUP>
+__device__ __forceinline__ void load_staged_r(int row0, int column0, const TensorMap* map_r,
+                                              unsigned long long* r_full) {
+  extern __shared__ __align__(1024) HALF shared[];
+  float* const slab = reinterpret_cast<float*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) + WARPGROUP * SLAB_FLOATS;
+  if (((threadIdx.x >> 5) & 3) != 0) return;
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  unsigned elected;
+  asm volatile("{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u32 %0, 1, 0, p;\n\t}" : "=r"(elected));
+  if (!elected) return;
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(r_full)),
+               "n"(SLAB_FLOATS * 4)
+               : "memory");
+#pragma unroll
+  for (int box = 0; box < BLOCK_N / BOX_COLUMNS; ++box)
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+        ::"r"(shared_address(slab + box * SLAB_ROWS * BOX_COLUMNS)), "l"(map_r), "r"(column0 + box * BOX_COLUMNS),
+        "r"(row0), "r"(shared_address(r_full))
+        : "memory");
+}
+
+__device__ __forceinline__ void load_staged_r_by(int warpgroup, int block_m, int block_n, const TensorMap* map_r,
+                                                 unsigned long long* r_full) {
+  if (BLOCK_M == 64 || warpgroup == 0) {
+    load_staged_r<0>(block_m, block_n, map_r, r_full);
+  } else {
+    load_staged_r<1>(block_m + 64, block_n, map_r, r_full + 1);
   }
 }
 
@@ -1206,10 +1265,11 @@ __device__ __forceinline__ void finish_stores() {
 // is read once its copies have landed and released once the products that
 // read it are done (the latest products stay in flight meanwhile).
 __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long* full, unsigned long long* empty,
-                                               const TensorMap* map_c EPILOGUE_PARAMETER) {
+                                               const TensorMap* map_c, const TensorMap* map_r EPILOGUE_PARAMETER) {
   const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  unsigned long long* const r_full = empty + STAGES;  // STAGED_R: each warpgroup's R landed in its slab
   int it = 0;
-  for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
+  for (int tile = blockIdx.x, walked = 0; tile < TILES; tile += gridDim.x, ++walked) {
     const int block_m = tile / TILES_ALONG_N * BLOCK_M, block_n = tile % TILES_ALONG_N * BLOCK_N;
     const int row0 = block_m + warpgroup * 64 + warp * 16 + (lane >> 2), column0 = block_n + 2 * (lane & 3);
 #if defined(IMAGE_FAMILY_TILED_ROPE)
@@ -1224,7 +1284,8 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
     for (int j = 0; j < BLOCK_N / 8; ++j)
 #pragma unroll
       for (int half_row = 0; half_row < 2; ++half_row)
-        if constexpr (!SHARED_SUMS)  // else each block's share of R is read as it is stored
+        if constexpr (!SHARED_SUMS && !STAGED_R)  // else each block's share of R is read as it is stored, or
+                                                  // R comes through the slab
           residual[j][half_row] =
               *reinterpret_cast<const float2*>(r + static_cast<size_t>(row0 + 8 * half_row) * N + column0 + 8 * j);
 #endif
@@ -1233,6 +1294,8 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
     for (int step = 0; step < STEPS; ++step, ++it) {
       multiply_step(d, full, it, warpgroup);
       if (step > 0 && lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
+      // R's copies issued once the tile's first products are in flight
+      if (STAGED_R && step == 0) load_staged_r_by(warpgroup, block_m, block_n, map_r, r_full);
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     if (lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
@@ -1244,6 +1307,10 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
       return;
     }
 #if defined(IMAGE_FAMILY_TILED_ADD)
+    if constexpr (STAGED_R) {
+      store_staged_by(warpgroup, d, block_m, block_n, map_c, r_full, walked & 1);
+      continue;
+    }
 #pragma unroll
     for (int j = 0; j < BLOCK_N / 8; ++j)
 #pragma unroll
@@ -1373,7 +1440,7 @@ __device__ __forceinline__ void multiply_tiles_in_turns(C_ELEMENT* c, unsigned l
 // The multiplying warps' walk (mma.sync): a warp releases a stage once its
 // fragment loads from it are done.
 __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long* full, unsigned long long* empty,
-                                               const TensorMap* EPILOGUE_PARAMETER) {
+                                               const TensorMap*, const TensorMap* EPILOGUE_PARAMETER) {
   extern __shared__ __align__(1024) HALF shared[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int warp_m = (warp / WARPS_N) * WARP_M, warp_n = (warp % WARPS_N) * WARP_N;
@@ -1398,7 +1465,8 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
 // WGMMA 2 and 3's block: its mbarriers follow the ring in shared memory (then,
 // TENSOR_STORE, the multiplying warpgroups' slabs of C).
 __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a, const HALF* b, const TensorMap* map_a,
-                                                    const TensorMap* map_b, const TensorMap* map_c EPILOGUE_PARAMETER) {
+                                                    const TensorMap* map_b, const TensorMap* map_c,
+                                                    const TensorMap* map_r EPILOGUE_PARAMETER) {
   static_assert(WGMMA < 2 || GROUP_THREADS == BLOCK_M * 2, "a warpgroup per 64 rows");
   static_assert(!SHARED_SUMS || BLOCK_M * BLOCK_N * 4 <= STAGES * STAGE_HALVES * 2,
                 "the cluster's sums go where the ring was (its mbarriers follow it)");
@@ -1409,6 +1477,10 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
     for (int s = 0; s < STAGES; ++s) {
       barrier_init(&full[s], TENSOR_COPIES ? 1 : WARPGROUP_THREADS);  // the stage's copies landed
       barrier_init(&empty[s], RELEASING_WARPS);  // every warp that read it done
+    }
+    if constexpr (STAGED_R) {  // each warpgroup's R landed in its slab
+      barrier_init(&empty[STAGES], 1);
+      barrier_init(&empty[STAGES + 1], 1);
     }
 #if __CUDA_ARCH__ >= 900
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -1472,7 +1544,7 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
     if constexpr (K_GROUPS > 1) {
       if (threadIdx.x >= GROUP_THREADS) return;  // other cards: the first K group takes every step
     }
-    multiply_tiles(c, full, empty, map_c EPILOGUE_ARGUMENT);
+    multiply_tiles(c, full, empty, map_c, map_r EPILOGUE_ARGUMENT);
   }
 }
 #if __CUDA_ARCH__ >= 900 && IMAGE_K_BLOCKS > 1

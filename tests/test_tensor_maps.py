@@ -77,22 +77,38 @@ def test_a_heads_products_maps_are_its_operands_after_its_pointers():
     assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses["a"], addresses["b"]]
 
 
-def test_a_product_whose_c_tensor_copies_store_takes_cs_map_last():
+@pytest.mark.parametrize("residual", [False, True])
+def test_a_product_whose_c_tensor_copies_store_takes_cs_map_last(residual):
     """C's map is binary32, boxes of 32 columns (128 bytes) by a slab's 64
-    rows, over exactly C's extent, after the operands' maps; sm_86 takes
-    none (its warps store C from their registers)."""
-    stored = next(i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store)
-    img = tiled_image("r", "r", 256, 256, 512, True, "binary16", stored)
-    a, b, c = tensor_maps(img)
-    assert (c.argument, c.inner, c.outer, c.box_inner, c.box_outer, c.element) == ("c", 256, 256, 32, 64, 4)
-    assert a.element == b.element == HALF_BYTES
-    addresses = {"c": 0x10000, "a": 0x20000, "b": 0x40000, "r": 0x80000}
+    rows, over exactly C's extent, after the operands' maps; where the walk
+    of WGMMA 2 adds a residual, R's map (the same boxes: R comes through the
+    slabs) after C's; sm_86 takes none (its warps read R and store C from
+    their registers)."""
+    stored = next(i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store and t.wgmma == 2)
+    img = tiled_image("r", "r", 256, 256, 512, residual, "binary16", stored)
+    maps = tensor_maps(img)
+    assert [m.argument for m in maps] == ["a", "b", "c"] + ["r"] * residual
+    for m in maps[2:]:
+        assert (m.inner, m.outer, m.box_inner, m.box_outer, m.element) == (256, 256, 32, 64, 4)
+    assert maps[0].element == maps[1].element == HALF_BYTES
+    addresses = {"c": 0x10000, "a": 0x20000, "b": 0x40000} | ({"r": 0x80000} if residual else {})
     block = img.parameter_block(addresses, {})
     cubin = compile_image(img, "sm_90")
     out = launch_parameters(img, block, cubin, fake_encoder)
     taken = kernel_info(cubin).parameters[len(img.arguments):]
-    assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses[x] for x in "abc"]
+    assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses[m.argument] for m in maps]
     assert launch_parameters(img, block, compile_image(img, "sm_86"), fake_encoder) == block
+
+
+def test_warpgroups_taking_tiles_in_turn_read_r_from_their_registers():
+    """A residual product on a tile whose warpgroups take the tiles in turn
+    (WGMMA 3) stores C by tensor copies but takes no map of R: each
+    warpgroup holds two 64-row halves of a tile, and reads R as it adds it."""
+    alternating = next(i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store and t.wgmma == 3)
+    img = tiled_image("r", "r", 256, 256, 512, True, "binary16", alternating)
+    assert [m.argument for m in tensor_maps(img)] == ["a", "b", "c"]
+    cubin = compile_image(img, "sm_90")
+    assert len(kernel_info(cubin).parameters) == len(img.arguments) + 3
 
 
 def test_a_map_past_c_is_refused(monkeypatch):
