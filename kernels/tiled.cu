@@ -1140,6 +1140,14 @@ __device__ __forceinline__ void multiply_step(float (&d)[BLOCK_N / 2], unsigned 
   asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
 }
 
+// Whether this is the thread elect.sync chooses among its warp's (every
+// lane taking part)
+__device__ __forceinline__ bool elect_one() {
+  unsigned elected;
+  asm volatile("{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u32 %0, 1, 0, p;\n\t}" : "=r"(elected));
+  return elected != 0;
+}
+
 // Warpgroup WARPGROUP's 64 rows of a tile's C (d: the thread's sums,
 // n-tile j at rows lane / 4 and 8 below, columns 2 (lane % 4) + 0, 1; row0,
 // column0: C's first row and column of them) through its slab
@@ -1187,10 +1195,7 @@ __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int 
   // coordinates as the one thread's: they are the warpgroup's alike, which
   // it cannot tell, and took them apart lane by lane where one thread of
   // the warpgroup was chosen by its index)
-  unsigned elected = 0;
-  if (warp == 0)
-    asm volatile("{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u32 %0, 1, 0, p;\n\t}" : "=r"(elected));
-  if (elected) {
+  if (warp == 0 && elect_one()) {
     unsigned long long policy;  // a streamed C leaves L2 first (STREAMED_C)
     if constexpr (STREAMED_C) {
       asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
@@ -1230,9 +1235,7 @@ __device__ __forceinline__ void load_staged_r(int row0, int column0, const Tenso
   float* const slab = reinterpret_cast<float*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) + WARPGROUP * SLAB_FLOATS;
   if (((threadIdx.x >> 5) & 3) != 0) return;
   asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-  unsigned elected;
-  asm volatile("{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u32 %0, 1, 0, p;\n\t}" : "=r"(elected));
-  if (!elected) return;
+  if (!elect_one()) return;
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(r_full)),
                "n"(SLAB_FLOATS * 4)
                : "memory");
