@@ -544,8 +544,11 @@ def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
     # a gated product brings B's stage as two boxes, the up's rows and the gate's
     b_rows = c["block_n"] // 2 if img.family == "tiled-gated" else c["block_n"]
     b = (n, k, 64, block_k) if c["b_layout"] == "c" else (k, n, 64, b_rows)
-    stored = (TensorMapSpec("c", n, m, 32, _SLAB_ROWS, 4),) if c["tensor_store"] else ()
-    stored += (TensorMapSpec("r", n, m, 32, _SLAB_ROWS, 4),) if _staged_r(c) else ()
+    if c["tensor_store"] and img.family == "tiled-gated":  # C's halves and the activation, 64 halves a box row
+        stored = (TensorMapSpec("c", n, m, 64, _SLAB_ROWS), TensorMapSpec("gated", n // 2, m, 64, _SLAB_ROWS))
+    else:
+        stored = (TensorMapSpec("c", n, m, 32, _SLAB_ROWS, 4),) if c["tensor_store"] else ()
+        stored += (TensorMapSpec("r", n, m, 32, _SLAB_ROWS, 4),) if _staged_r(c) else ()
     return (TensorMapSpec("a", *a), TensorMapSpec("b", *b)) + stored
 
 
@@ -663,8 +666,15 @@ def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None
     limit = shared_limit_of_tiles() if shared_limit is None else shared_limit
     return (m % t.block_m == 0 and n % t.block_n == 0 and k % (t.block_k * t.k_groups * t.k_blocks) == 0
             and t.shared(output) <= limit and not (output in PAIRED_OUTPUTS and (t.k_groups > 1 or t.k_blocks > 1))
-            and not (t.tensor_store and output != "binary32")
+            and not (t.tensor_store and output != "binary32" and not (output == "gated" and _stages_gated(t)))
             and not (output in SUMMED_OUTPUTS and t.k_blocks > 1))
+
+
+def _stages_gated(t: Tile) -> bool:
+    """A tile whose tensor copies store a gated product's C and activation:
+    the walk of WGMMA 2 (each warpgroup 64 rows of every tile), each half of
+    the tile one box of 64 columns."""
+    return t.wgmma == 2 and t.block_n == 128
 
 
 # Without a recorded choice: the seed's four-stage tiles, largest first, are

@@ -99,11 +99,13 @@ static_assert(WGMMA < 2 || BLOCK_K == 64, "a tensor copy's row is one 128-byte s
 struct alignas(64) TensorMap {
   unsigned long long words[16];
 };
-#if IMAGE_WGMMA == 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && IMAGE_TENSOR_STORE && IMAGE_RESIDUAL
+#if IMAGE_WGMMA == 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && IMAGE_TENSOR_STORE && \
+    (IMAGE_RESIDUAL || defined(IMAGE_FAMILY_TILED_GATED))
+// (the fourth: R's, or the gated activation's)
 #define TENSOR_MAP_PARAMETERS                                                                       \
   , const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, \
-      const __grid_constant__ TensorMap map_c, const __grid_constant__ TensorMap map_r
-#define TENSOR_MAP_ARGUMENTS , &map_a, &map_b, &map_c, &map_r
+      const __grid_constant__ TensorMap map_c, const __grid_constant__ TensorMap map_x
+#define TENSOR_MAP_ARGUMENTS , &map_a, &map_b, &map_c, &map_x
 #elif IMAGE_WGMMA >= 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && IMAGE_TENSOR_STORE
 #define TENSOR_MAP_PARAMETERS                                                                       \
   , const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, \
@@ -360,8 +362,10 @@ typedef float C_ELEMENT;
 // registers, the stores' time added to the products' (rr-m8192-n12288-k512
 // on the H200, alone: 241 us, 152 with no store at all). Other cards store
 // from the registers.
-static_assert(!TENSOR_STORE || (WGMMA >= 2 && !HALF_C && K_GROUPS == 1 && K_BLOCKS == 1),
-              "a walking block's binary32 C, each tile's sums whole in its warpgroups");
+static_assert(!TENSOR_STORE || (WGMMA >= 2 && (!HALF_C || (GATED && WGMMA == 2 && BLOCK_N == 128)) &&
+                                 K_GROUPS == 1 && K_BLOCKS == 1),
+              "a walking block's binary32 C (or a gated product's C and activation, the walk of WGMMA 2 "
+              "sharing each tile), each tile's sums whole in its warpgroups");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr bool STAGED_C = TENSOR_STORE;
 #else
@@ -1257,6 +1261,64 @@ __device__ __forceinline__ void load_staged_r_by(int warpgroup, int block_m, int
   }
 }
 
+#if defined(IMAGE_FAMILY_TILED_GATED)
+// A gated product's staged stores (TENSOR_STORE): the warpgroup's 64 rows
+// of a tile's up half of C, its gate half and their activation go through
+// its slab as three boxes of 64 halves (128 bytes) by 64 rows, 128-byte
+// swizzled (a row's 16-byte chunks by the row), a thread's pairs of halves
+// a word each; then one thread has the tensor memory accelerator store
+// them, C's halves at the up's and the gate's columns, the activation at
+// the up's in its own rows, and goes on. As store_staged, the slab is
+// written once its last stores have read it.
+template <int WARPGROUP>
+__device__ __forceinline__ void store_staged_gated(const float (&d)[BLOCK_N / 2], int row0, int column0,
+                                                   const TensorMap* map_c, const TensorMap* map_gated,
+                                                   const Gated& gated) {
+  static_assert(PAIRED == 64, "each half of the tile one box of 64 columns");
+  extern __shared__ __align__(1024) HALF shared[];
+  const int thread = threadIdx.x & 127, warp = thread >> 5, lane = thread & 31;
+  unsigned* const slab = reinterpret_cast<unsigned*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) +
+                         WARPGROUP * SLAB_FLOATS;
+  constexpr int BOX_WORDS = 64 * 32;  // a box's words: 64 rows of 128 bytes
+  // box b's word of a thread's pair in n-tile j (of its half) at half_row
+  auto at = [&](int b, int j, int half_row) {
+    const int row = warp * 16 + (lane >> 2) + 8 * half_row;
+    return slab + b * BOX_WORDS + row * 32 + ((j ^ (row & 7)) << 2) + (lane & 3);
+  };
+  if (warp == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  asm volatile("bar.sync %0, 128;" ::"n"(4 + WARPGROUP) : "memory");
+  constexpr int G = PAIRED / 8;
+#pragma unroll
+  for (int j = 0; j < G; ++j)
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
+      const int e = 4 * j + 2 * half_row, f = e + 4 * G;  // the up's pair, and its gate's
+      *at(0, j, half_row) = pack_halves(d[e], d[e + 1]);
+      *at(1, j, half_row) = pack_halves(d[f], d[f + 1]);
+      *at(2, j, half_row) = pack_halves(gated_value(gated, d[e], d[f]), gated_value(gated, d[e + 1], d[f + 1]));
+    }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("bar.sync %0, 128;" ::"n"(4 + WARPGROUP) : "memory");
+  if (warp == 0 && elect_one()) {
+    unsigned long long policy;  // a streamed C leaves L2 first (STREAMED_C)
+    if constexpr (STREAMED_C) {
+      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    } else {
+      asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+    }
+    const int up = column0 / 2;  // the up's first column of the tile (paired)
+    const TensorMap* const maps[3] = {map_c, map_c, map_gated};
+    const int columns[3] = {up, N / 2 + up, up};
+#pragma unroll
+    for (int b = 0; b < 3; ++b)
+      asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;"
+                   ::"l"(maps[b]), "r"(columns[b]), "r"(row0), "r"(shared_address(slab + b * BOX_WORDS)), "l"(policy)
+                   : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+  }
+}
+#endif
+
 // The end of a warpgroup's walk with TENSOR_STORE: its last stores have
 // written C (and read the slab, which outlives the block no longer); the
 // first warp waits, its elected thread among them
@@ -1268,7 +1330,8 @@ __device__ __forceinline__ void finish_stores() {
 // is read once its copies have landed and released once the products that
 // read it are done (the latest products stay in flight meanwhile).
 __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long* full, unsigned long long* empty,
-                                               const TensorMap* map_c, const TensorMap* map_r EPILOGUE_PARAMETER) {
+                                               const TensorMap* map_c, const TensorMap* map_x EPILOGUE_PARAMETER) {
+  // (map_x: R's where STAGED_R, the gated activation's where a gated C is staged)
   const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   unsigned long long* const r_full = empty + STAGES;  // STAGED_R: each warpgroup's R landed in its slab
   int it = 0;
@@ -1298,7 +1361,7 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
       multiply_step(d, full, it, warpgroup);
       if (step > 0 && lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
       // R's copies issued once the tile's first products are in flight
-      if (STAGED_R && step == 0) load_staged_r_by(warpgroup, block_m, block_n, map_r, r_full);
+      if (STAGED_R && step == 0) load_staged_r_by(warpgroup, block_m, block_n, map_x, r_full);
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     if (lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
@@ -1327,6 +1390,16 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
     if constexpr (STAGED_C) store_staged_by(warpgroup, d, block_m, block_n, map_c);
 #elif defined(IMAGE_FAMILY_TILED_ROPE)
     store_warpgroup(c, d, row0, column0, rope, &angles);
+#elif defined(IMAGE_FAMILY_TILED_GATED)
+    if constexpr (STAGED_C) {
+      if (warpgroup == 0) {
+        store_staged_gated<0>(d, block_m, block_n, map_c, map_x, gated);
+      } else {
+        store_staged_gated<1>(d, block_m + 64, block_n, map_c, map_x, gated);
+      }
+    } else {
+      store_warpgroup(c, d, row0, column0 EPILOGUE_ARGUMENT);
+    }
 #else
     if constexpr (STAGED_C) {
       store_staged_by(warpgroup, d, block_m, block_n, map_c);
@@ -1469,7 +1542,7 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
 // TENSOR_STORE, the multiplying warpgroups' slabs of C).
 __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a, const HALF* b, const TensorMap* map_a,
                                                     const TensorMap* map_b, const TensorMap* map_c,
-                                                    const TensorMap* map_r EPILOGUE_PARAMETER) {
+                                                    const TensorMap* map_x EPILOGUE_PARAMETER) {
   static_assert(WGMMA < 2 || GROUP_THREADS == BLOCK_M * 2, "a warpgroup per 64 rows");
   static_assert(!SHARED_SUMS || BLOCK_M * BLOCK_N * 4 <= STAGES * STAGE_HALVES * 2,
                 "the cluster's sums go where the ring was (its mbarriers follow it)");
@@ -1547,7 +1620,7 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
     if constexpr (K_GROUPS > 1) {
       if (threadIdx.x >= GROUP_THREADS) return;  // other cards: the first K group takes every step
     }
-    multiply_tiles(c, full, empty, map_c, map_r EPILOGUE_ARGUMENT);
+    multiply_tiles(c, full, empty, map_c, map_x EPILOGUE_ARGUMENT);
   }
 }
 #if __CUDA_ARCH__ >= 900 && IMAGE_K_BLOCKS > 1

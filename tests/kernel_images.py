@@ -131,11 +131,14 @@ def stored_images() -> list[tuple[int, Image]]:
 
 
 # a gated product's tile on each path: the warps (mma.sync), the warpgroups
-# fed by cp.async and sharing tensor-copied tiles, and a 64-wide tile (its up
-# and gate halves 32 columns). (Warpgroups taking the tiles in turn, WGMMA 3,
-# hold two tiles' sums: with the activation they take local memory on sm_90,
-# so the sweep never chooses them for a gated product.)
-GATED_TILES = (0, 20, 40, 44)
+# fed by cp.async and sharing tensor-copied tiles, a 64-wide tile (its up
+# and gate halves 32 columns), and one whose tensor copies store C and the
+# activation. (Warpgroups taking the tiles in turn, WGMMA 3, hold two
+# tiles' sums: with the activation they take local memory on sm_90, so the
+# sweep never chooses them for a gated product.)
+GATED_TILES = (0, 20, 40, 44, 59)
+# (the same paths but tensor-copied stores, which a rotary C by head does not take)
+ROPE_TILES = GATED_TILES[:4]
 
 
 def gated_images() -> list[tuple[int, Image]]:
@@ -147,7 +150,7 @@ def gated_images() -> list[tuple[int, Image]]:
 # values' (WGMMA 3 takes local memory here too)
 def rope_images() -> list[tuple[int, Image]]:
     return [(i, tiled_image("r", "r", GROUPED.tokens, GROUPED.qkv_width, GROUPED.width, False, "binary16", i, "rope",
-                            _heads(GROUPED))) for i in GATED_TILES]
+                            _heads(GROUPED))) for i in ROPE_TILES]
 
 
 # a heads product's tile on each path its epilogue takes, at the small shape

@@ -100,6 +100,26 @@ def test_a_product_whose_c_tensor_copies_store_takes_cs_map_last(residual):
     assert launch_parameters(img, block, compile_image(img, "sm_86"), fake_encoder) == block
 
 
+def test_a_gated_product_whose_tensor_copies_store_it_takes_cs_and_the_activations_maps():
+    """C's map and the activation's are of halves, boxes of 64 columns
+    (128 bytes) by a slab's 64 rows, each over exactly its extent, after
+    the operands' maps; sm_86 takes none."""
+    stored = next(i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store and t.wgmma == 2 and t.block_n == 128)
+    img = tiled_image("r", "r", 256, 512, 512, False, "binary16", stored, "gated")
+    maps = tensor_maps(img)
+    assert [m.argument for m in maps] == ["a", "b", "c", "gated"]
+    assert [(m.inner, m.outer, m.box_inner, m.box_outer, m.element) for m in maps[2:]] == \
+        [(512, 256, 64, 64, HALF_BYTES), (256, 256, 64, 64, HALF_BYTES)]
+    addresses = {"c": 0x10000, "gated": 0x18000, "a": 0x20000, "b": 0x40000}
+    block = img.parameter_block(addresses, img.words({"sqrt_two_over_pi": 0.8, "cubic": 0.04, "half": 0.5,
+                                                      "one": 1.0}))
+    cubin = compile_image(img, "sm_90")
+    out = launch_parameters(img, block, cubin, fake_encoder)
+    taken = kernel_info(cubin).parameters[len(img.arguments):]
+    assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses[m.argument] for m in maps]
+    assert launch_parameters(img, block, compile_image(img, "sm_86"), fake_encoder) == block
+
+
 def test_warpgroups_taking_tiles_in_turn_read_r_from_their_registers():
     """A residual product on a tile whose warpgroups take the tiles in turn
     (WGMMA 3) stores C by tensor copies but takes no map of R: each

@@ -34,8 +34,10 @@ def test_a_heads_product_walking_tiles_takes_its_row_sums_own_bytes():
         assert extra == (t.warps_n * t.block_m * 4 if split and t.wgmma >= 2 else 0), t
 
 
-def test_a_tile_whose_c_tensor_copies_store_serves_a_binary32_c_alone():
-    """Its slabs hold binary32 rows, and C's map is binary32: a half C, or
+def test_a_tile_whose_c_tensor_copies_store_serves_a_binary32_c_and_a_gated_product_alone():
+    """Its slabs hold binary32 rows, and C's map is binary32; or, where the
+    walk of WGMMA 2 shares each tile of 128 columns, a gated product's
+    halves of C and its activation, a box of 64 halves each: a half C, or
     one by head, takes the tiles that store from the registers; the slabs
     (a warpgroup's 64 rows of C each) take shared memory past the ring."""
     stored = [t for t in TILE_CANDIDATES if t.tensor_store]
@@ -43,7 +45,8 @@ def test_a_tile_whose_c_tensor_copies_store_serves_a_binary32_c_alone():
     m, n, k = 1024, 1024, 1024
     for t in stored:
         assert tile_serves(t, m, n, k) and not any(tile_serves(t, m, n, k, output=o)
-                                                   for o in ("half", "gated", "rope", "heads"))
+                                                   for o in ("half", "rope", "heads"))
+        assert tile_serves(t, m, n, k, output="gated") == (t.wgmma == 2 and t.block_n == 128)
         unstored = replace(t, tensor_store=0)
         slabs = t.warps_m * t.warps_n // 4 * 64 * t.block_n * 4
         assert t.shared() - slabs >= unstored.shared() and t.shared() - slabs - unstored.shared() < 1024
