@@ -1152,6 +1152,35 @@ __device__ __forceinline__ bool elect_one() {
   return elected != 0;
 }
 
+// A warpgroup's slab free for its threads' writes: the tensor copies that
+// stored it last have read it (waited on by the whole of the first warp,
+// whose elected thread issued them), and every thread has seen that
+template <int WARPGROUP>
+__device__ __forceinline__ void slab_free() {
+  if (((threadIdx.x >> 5) & 3) == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  asm volatile("bar.sync %0, 128;" ::"n"(4 + WARPGROUP) : "memory");
+}
+
+// A warpgroup's slab written: its threads' writes made visible to the
+// tensor copies (the async proxy), every thread's done
+template <int WARPGROUP>
+__device__ __forceinline__ void slab_written() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("bar.sync %0, 128;" ::"n"(4 + WARPGROUP) : "memory");
+}
+
+// The L2 policy of C's stores by tensor copies: a streamed C leaves L2
+// first (STREAMED_C)
+__device__ __forceinline__ unsigned long long c_store_policy() {
+  unsigned long long policy;
+  if constexpr (STREAMED_C) {
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  } else {
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+  }
+  return policy;
+}
+
 // Warpgroup WARPGROUP's 64 rows of a tile's C (d: the thread's sums,
 // n-tile j at rows lane / 4 and 8 below, columns 2 (lane % 4) + 0, 1; row0,
 // column0: C's first row and column of them) through its slab
@@ -1169,12 +1198,10 @@ __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int 
   constexpr int warpgroup = WARPGROUP;
   const int thread = threadIdx.x & 127, warp = thread >> 5, lane = thread & 31;
   float* const slab = reinterpret_cast<float*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) + warpgroup * SLAB_FLOATS;
-  // the slab is free once the copies before have read it (waited on by the
-  // whole of the warp whose elected thread issued them)
-  // (STAGED_R: R's copies into it waited for that, load_staged_r; their
-  // landing is waited on here, and R's elements are added where they lie)
-  if (warp == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-  asm volatile("bar.sync %0, 128;" ::"n"(4 + warpgroup) : "memory");
+  // (STAGED_R: R's copies into the slab waited for it to be free,
+  // load_staged_r; their landing is waited on here, and R's elements are
+  // added where they lie)
+  slab_free<WARPGROUP>();
   if constexpr (STAGED_R) barrier_wait(r_full, r_parity);
 #pragma unroll
   for (int j = 0; j < BLOCK_N / 8; ++j)
@@ -1192,20 +1219,13 @@ __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int 
       }
       *reinterpret_cast<float2*>(at) = v;
     }
-  // the slab's writes made visible to the tensor copies (the async proxy)
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  asm volatile("bar.sync %0, 128;" ::"n"(4 + warpgroup) : "memory");
+  slab_written<WARPGROUP>();
   // one thread of the first warp, elected (so the compiler takes the copies'
   // coordinates as the one thread's: they are the warpgroup's alike, which
   // it cannot tell, and took them apart lane by lane where one thread of
   // the warpgroup was chosen by its index)
   if (warp == 0 && elect_one()) {
-    unsigned long long policy;  // a streamed C leaves L2 first (STREAMED_C)
-    if constexpr (STREAMED_C) {
-      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    } else {
-      asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
-    }
+    const unsigned long long policy = c_store_policy();
 #pragma unroll
     for (int box = 0; box < BLOCK_N / BOX_COLUMNS; ++box)
       asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;"
@@ -1285,8 +1305,7 @@ __device__ __forceinline__ void store_staged_gated(const float (&d)[BLOCK_N / 2]
     const int row = warp * 16 + (lane >> 2) + 8 * half_row;
     return slab + b * BOX_WORDS + row * 32 + ((j ^ (row & 7)) << 2) + (lane & 3);
   };
-  if (warp == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-  asm volatile("bar.sync %0, 128;" ::"n"(4 + WARPGROUP) : "memory");
+  slab_free<WARPGROUP>();
   constexpr int G = PAIRED / 8;
 #pragma unroll
   for (int j = 0; j < G; ++j)
@@ -1297,15 +1316,9 @@ __device__ __forceinline__ void store_staged_gated(const float (&d)[BLOCK_N / 2]
       *at(1, j, half_row) = pack_halves(d[f], d[f + 1]);
       *at(2, j, half_row) = pack_halves(gated_value(gated, d[e], d[f]), gated_value(gated, d[e + 1], d[f + 1]));
     }
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  asm volatile("bar.sync %0, 128;" ::"n"(4 + WARPGROUP) : "memory");
+  slab_written<WARPGROUP>();
   if (warp == 0 && elect_one()) {
-    unsigned long long policy;  // a streamed C leaves L2 first (STREAMED_C)
-    if constexpr (STREAMED_C) {
-      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    } else {
-      asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
-    }
+    const unsigned long long policy = c_store_policy();
     const int up = column0 / 2;  // the up's first column of the tile (paired)
     const TensorMap* const maps[3] = {map_c, map_c, map_gated};
     const int columns[3] = {up, N / 2 + up, up};
