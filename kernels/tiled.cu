@@ -1152,6 +1152,33 @@ __device__ __forceinline__ bool elect_one() {
   return elected != 0;
 }
 
+// Warpgroup WARPGROUP's slab of C, past the ring and its mbarriers, as
+// words of 4 bytes (binary32 elements, or pairs of halves)
+template <int WARPGROUP, typename Word = float>
+__device__ __forceinline__ Word* slab_of() {
+  static_assert(sizeof(Word) == 4, "a slab of SLAB_FLOATS words");
+  extern __shared__ __align__(1024) HALF shared[];
+  return reinterpret_cast<Word*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) + WARPGROUP * SLAB_FLOATS;
+}
+
+// A warpgroup index as a compile-time constant (its slab and named barrier
+// are constants in the code each takes)
+template <int V>
+struct WarpgroupIs {
+  enum : int { value = V };  // (no storage: a static member took a global in the cubin)
+};
+
+// visit(WarpgroupIs<w>, the first row of its 64) for warpgroup w of a tile
+// whose first row is block_m (a tile of 64 rows has one)
+template <typename Visit>
+__device__ __forceinline__ void by_warpgroup(int warpgroup, int block_m, Visit visit) {
+  if (BLOCK_M == 64 || warpgroup == 0) {
+    visit(WarpgroupIs<0>{}, block_m);
+  } else {
+    visit(WarpgroupIs<1>{}, block_m + 64);
+  }
+}
+
 // A warpgroup's slab free for its threads' writes: the tensor copies that
 // stored it last have read it (waited on by the whole of the first warp,
 // whose elected thread issued them), and every thread has seen that
@@ -1194,10 +1221,8 @@ template <int WARPGROUP>
 __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int row0, int column0,
                                              const TensorMap* map_c, unsigned long long* r_full = nullptr,
                                              unsigned r_parity = 0) {
-  extern __shared__ __align__(1024) HALF shared[];
-  constexpr int warpgroup = WARPGROUP;
   const int thread = threadIdx.x & 127, warp = thread >> 5, lane = thread & 31;
-  float* const slab = reinterpret_cast<float*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) + warpgroup * SLAB_FLOATS;
+  float* const slab = slab_of<WARPGROUP>();
   // (STAGED_R: R's copies into the slab waited for it to be free,
   // load_staged_r; their landing is waited on here, and R's elements are
   // added where they lie)
@@ -1236,18 +1261,6 @@ __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int 
   }
 }
 
-// The warpgroup's rows of a tile whose first is block_m, stored through its
-// slab (as a constant: store_staged)
-__device__ __forceinline__ void store_staged_by(int warpgroup, const float (&d)[BLOCK_N / 2], int block_m, int block_n,
-                                                const TensorMap* map_c, unsigned long long* r_full = nullptr,
-                                                unsigned r_parity = 0) {
-  if (BLOCK_M == 64 || warpgroup == 0) {
-    store_staged<0>(d, block_m, block_n, map_c, r_full, r_parity);
-  } else {
-    store_staged<1>(d, block_m + 64, block_n, map_c, r_full + 1, r_parity);
-  }
-}
-
 // R's rows of the warpgroup's slab (STAGED_R) brought by tensor copies, as
 // C's boxes lie there, onto its mbarrier r_full, once the slab's last
 // stores have read it (waited on by the first warp, whose elected thread
@@ -1255,8 +1268,7 @@ __device__ __forceinline__ void store_staged_by(int warpgroup, const float (&d)[
 template <int WARPGROUP>
 __device__ __forceinline__ void load_staged_r(int row0, int column0, const TensorMap* map_r,
                                               unsigned long long* r_full) {
-  extern __shared__ __align__(1024) HALF shared[];
-  float* const slab = reinterpret_cast<float*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) + WARPGROUP * SLAB_FLOATS;
+  float* const slab = slab_of<WARPGROUP>();
   if (((threadIdx.x >> 5) & 3) != 0) return;
   asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
   if (!elect_one()) return;
@@ -1270,15 +1282,6 @@ __device__ __forceinline__ void load_staged_r(int row0, int column0, const Tenso
         ::"r"(shared_address(slab + box * SLAB_ROWS * BOX_COLUMNS)), "l"(map_r), "r"(column0 + box * BOX_COLUMNS),
         "r"(row0), "r"(shared_address(r_full))
         : "memory");
-}
-
-__device__ __forceinline__ void load_staged_r_by(int warpgroup, int block_m, int block_n, const TensorMap* map_r,
-                                                 unsigned long long* r_full) {
-  if (BLOCK_M == 64 || warpgroup == 0) {
-    load_staged_r<0>(block_m, block_n, map_r, r_full);
-  } else {
-    load_staged_r<1>(block_m + 64, block_n, map_r, r_full + 1);
-  }
 }
 
 #if defined(IMAGE_FAMILY_TILED_GATED)
@@ -1295,10 +1298,8 @@ __device__ __forceinline__ void store_staged_gated(const float (&d)[BLOCK_N / 2]
                                                    const TensorMap* map_c, const TensorMap* map_gated,
                                                    const Gated& gated) {
   static_assert(PAIRED == 64, "each half of the tile one box of 64 columns");
-  extern __shared__ __align__(1024) HALF shared[];
   const int thread = threadIdx.x & 127, warp = thread >> 5, lane = thread & 31;
-  unsigned* const slab = reinterpret_cast<unsigned*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) +
-                         WARPGROUP * SLAB_FLOATS;
+  unsigned* const slab = slab_of<WARPGROUP, unsigned>();
   constexpr int BOX_WORDS = 64 * 32;  // a box's words: 64 rows of 128 bytes
   // box b's word of a thread's pair in n-tile j (of its half) at half_row
   auto at = [&](int b, int j, int half_row) {
@@ -1374,7 +1375,10 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
       multiply_step(d, full, it, warpgroup);
       if (step > 0 && lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
       // R's copies issued once the tile's first products are in flight
-      if (STAGED_R && step == 0) load_staged_r_by(warpgroup, block_m, block_n, map_x, r_full);
+      if (STAGED_R && step == 0)
+        by_warpgroup(warpgroup, block_m, [&](auto w, int first_row) {
+          load_staged_r<decltype(w)::value>(first_row, block_n, map_x, r_full + decltype(w)::value);
+        });
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     if (lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
@@ -1386,36 +1390,35 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
       return;
     }
 #if defined(IMAGE_FAMILY_TILED_ADD)
+    // (the walk of WGMMA 2 stages a residual product's C only where it stages R too: STAGED_R)
     if constexpr (STAGED_R) {
-      store_staged_by(warpgroup, d, block_m, block_n, map_c, r_full, walked & 1);
-      continue;
+      const unsigned parity = walked & 1;
+      by_warpgroup(warpgroup, block_m, [&](auto w, int first_row) {
+        store_staged<decltype(w)::value>(d, first_row, block_n, map_c, r_full + decltype(w)::value, parity);
+      });
+    } else {
+#pragma unroll
+      for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+        for (int half_row = 0; half_row < 2; ++half_row)
+          store_pair(c, row0 + 8 * half_row, column0 + 8 * j, d[4 * j + 2 * half_row] + residual[j][half_row].x,
+                     d[4 * j + 2 * half_row + 1] + residual[j][half_row].y);
     }
-#pragma unroll
-    for (int j = 0; j < BLOCK_N / 8; ++j)
-#pragma unroll
-      for (int half_row = 0; half_row < 2; ++half_row) {
-        float& v0 = d[4 * j + 2 * half_row];
-        float& v1 = d[4 * j + 2 * half_row + 1];
-        v0 += residual[j][half_row].x;
-        v1 += residual[j][half_row].y;
-        if constexpr (!STAGED_C) store_pair(c, row0 + 8 * half_row, column0 + 8 * j, v0, v1);
-      }
-    if constexpr (STAGED_C) store_staged_by(warpgroup, d, block_m, block_n, map_c);
 #elif defined(IMAGE_FAMILY_TILED_ROPE)
     store_warpgroup(c, d, row0, column0, rope, &angles);
 #elif defined(IMAGE_FAMILY_TILED_GATED)
     if constexpr (STAGED_C) {
-      if (warpgroup == 0) {
-        store_staged_gated<0>(d, block_m, block_n, map_c, map_x, gated);
-      } else {
-        store_staged_gated<1>(d, block_m + 64, block_n, map_c, map_x, gated);
-      }
+      by_warpgroup(warpgroup, block_m, [&](auto w, int first_row) {
+        store_staged_gated<decltype(w)::value>(d, first_row, block_n, map_c, map_x, gated);
+      });
     } else {
       store_warpgroup(c, d, row0, column0 EPILOGUE_ARGUMENT);
     }
 #else
     if constexpr (STAGED_C) {
-      store_staged_by(warpgroup, d, block_m, block_n, map_c);
+      by_warpgroup(warpgroup, block_m, [&](auto w, int first_row) {
+        store_staged<decltype(w)::value>(d, first_row, block_n, map_c);
+      });
     } else {
       store_warpgroup(c, d, row0, column0 EPILOGUE_ARGUMENT);
     }
