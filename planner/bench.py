@@ -181,6 +181,13 @@ def torch_graph_us(work, repeats: int) -> float:
     return start.elapsed_time(stop) * 1e3 / repeats
 
 
+def torch_half(half: str):
+    """torch's type of a half format (the configuration's `half`)."""
+    import torch
+
+    return {"binary16": torch.float16, "bfloat16": torch.bfloat16}[half]
+
+
 def matmul_operands(a_layout: str, b_layout: str, m: int, n: int, k: int, dtype):
     """Random (never zero) half operands laid out as a product's ("r": K
     contiguous, "c": K strided), as torch.matmul takes them: m x k, k x n."""
@@ -201,14 +208,13 @@ def products_vs_matmul(plan, kernels: dict[str, tuple[int, float, float]], repea
 
     from planner.kernels.manifest import tile_of
 
-    dtypes = {"binary16": torch.float16, "bfloat16": torch.bfloat16}
     out = {}
     for name, (launches, total_us, _) in sorted(kernels.items()):
         img = plan.image[name]
         if not img.family.startswith("tiled"):
             continue
         c = img.constant_map
-        left, right = matmul_operands(c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], dtypes[c["half"]])
+        left, right = matmul_operands(c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], torch_half(c["half"]))
         torch_us = torch_graph_us(lambda: torch.matmul(left, right), repeats)
         us = total_us / launches
         out[name] = {"tile": tile_of(img), "us": us, "torch_us": torch_us, "ratio": torch_us / us}
@@ -231,7 +237,7 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
     from planner.runtime.nvrtc import compile_image
 
     s, half = config.shape, config.learner.half
-    dtype = {"binary16": torch.float16, "bfloat16": torch.bfloat16}[half]
+    dtype = torch_half(half)
     b, h, kv, t = s.batch, s.heads, s.kv_heads, s.seq
     q, k, v, d_out = (torch.randn(b, n, t, 64, device="cuda").to(dtype) for n in (h, kv, kv, h))
     planes = {"q": q, "k": k, "v": v, "d_out": d_out,

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from planner.bench import matmul_operands, torch_graph_us
+from planner.bench import matmul_operands, torch_graph_us, torch_half
 from planner.certify.sass import check_cubin
 from planner.kernels.manifest import (ARCHS, HEADS_CONSTANTS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES,
                                       product_key, tile_serves, tiled_image)
@@ -60,7 +60,6 @@ MARGIN = 1.05
 # the GELU's words of the gated product, as the plan passes them
 GELU = gelu_words(Constants.of(DEFAULT))
 ANY_SHARED = max(t.shared(output) for t in TILE_CANDIDATES for output in PRODUCT_OUTPUTS)
-DTYPES = {"binary16": torch.float16, "bfloat16": torch.bfloat16}
 OUTPUT_OF_FAMILY = {family: output for output, (family, _) in PRODUCT_OUTPUTS.items()}
 
 
@@ -205,7 +204,7 @@ BY_HEAD = {"rope": Heads, "heads": ContextHeads}
 
 def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output, heads) -> dict:
     """Every tile that serves the product within the device's shared memory, timed."""
-    dtype = DTYPES[half]
+    dtype = torch_half(half)
     left, right = matmul_operands(a_layout, b_layout, m, n, k, dtype)  # views of A and B as stored
     r = torch.randn((m, n), device="cuda") if residual else None
     expected = left.double() @ right.double() + (r.double() if residual else 0)
