@@ -206,12 +206,12 @@ def products_vs_matmul(plan, kernels: dict[str, tuple[int, float, float]], repea
     ours, 1 as fast)."""
     import torch
 
-    from planner.kernels.manifest import tile_of
+    from planner.kernels.manifest import PRODUCT_FAMILIES, tile_of
 
     out = {}
     for name, (launches, total_us, _) in sorted(kernels.items()):
         img = plan.image[name]
-        if not img.family.startswith("tiled"):
+        if img.family not in PRODUCT_FAMILIES:
             continue
         c = img.constant_map
         left, right = matmul_operands(c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], torch_half(c["half"]))

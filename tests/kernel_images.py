@@ -138,7 +138,7 @@ def stored_images() -> list[tuple[int, Image]]:
 # sweep never chooses them for a gated product.)
 GATED_TILES = (0, 20, 40, 44, 59)
 # (the same paths but tensor-copied stores, which a rotary C by head does not take)
-ROPE_TILES = GATED_TILES[:4]
+ROPE_TILES = tuple(i for i in GATED_TILES if not TILE_CANDIDATES[i].tensor_store)
 
 
 def gated_images() -> list[tuple[int, Image]]:
