@@ -3,7 +3,8 @@ with every tile that serves it, beside torch.matmul (cuBLAS) on the same
 operands, and record the fastest tile per shape in kernels/tiles.json, with
 the shared memory a block may take on the device (its tiles fit it).
 
-    python3 scripts/tile_sweep.py OUT_DIR [--write kernels/tiles.json] [--keys KEY,...]
+    python3 scripts/tile_sweep.py OUT_DIR [--write kernels/tiles.json] [--keys KEY,...] [--tiles N,...]
+        [--step KEY=N,N,... [--rounds R]]
 
 A candidate whose image takes local memory on an architecture the images
 serve (sm_86, sm_90), or whose machine code the certificate's schedule check
@@ -25,21 +26,28 @@ shape whose tiles were also timed inside the whole update (`step_ms` in the
 table written before: the update's median, ms, with each tile) keeps the
 tile of the fastest update: a tile fastest alone can be slower beside the
 update's other launches (one of clusters waits for multiprocessors free
-together). Needs a GPU, torch, the planner and Z3 (the schedule check).
+together). `--step` takes those medians: the update of the plan the shape
+belongs to, with each tile given in turn, timed as `planner bench` times the
+plan's step (CUDA events, the median of its timed updates), for ROUNDS
+rounds, the mean of each tile's medians recorded. Needs a GPU, torch, the
+planner and Z3 (the schedule check).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import torch
 
-from planner.bench import matmul_operands, torch_graph_us, torch_half
+from planner.bench import matmul_operands, plan_step_ms, torch_graph_us, torch_half
+from planner.kernels import manifest
 from planner.certify.sass import check_cubin
 from planner.kernels.manifest import (ARCHS, HEADS_CONSTANTS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES,
                                       product_key, tile_serves, tiled_image)
@@ -68,13 +76,17 @@ def bound(output: str) -> float:
     return 1e-4 if output == "binary32" else 1e-3
 
 
+def config_of(batch: int):
+    return replace(DEFAULT, shape=replace(DEFAULT.shape, batch=batch))
+
+
 def shapes(batches: list[int]) -> dict[str, tuple]:
     """key -> (a layout, b layout, m, n, k, residual, half, output, heads) of
     every product the plans launch (heads: the constants of an output stored
     by head, HEADS_CONSTANTS, else None)."""
     out = {}
     for batch in batches:
-        plan = build_plan(replace(DEFAULT, shape=replace(DEFAULT.shape, batch=batch)))
+        plan = build_plan(config_of(batch))
         for img in plan.image.values():
             if img.family in PRODUCT_FAMILIES:
                 c = img.constant_map
@@ -86,9 +98,10 @@ def shapes(batches: list[int]) -> dict[str, tuple]:
     return out
 
 
-def candidates(shape: tuple, shared_limit: int) -> list[int]:
+def candidates(shape: tuple, shared_limit: int, only: set[int] | None = None) -> list[int]:
     m, n, k = shape[2:5]
-    return [i for i, t in enumerate(TILE_CANDIDATES) if tile_serves(t, m, n, k, shared_limit, shape[7])]
+    return [i for i, t in enumerate(TILE_CANDIDATES)
+            if tile_serves(t, m, n, k, shared_limit, shape[7]) and (only is None or i in only)]
 
 
 def _image(shape: tuple, tile: int):
@@ -100,11 +113,11 @@ def _compile(job: tuple) -> None:
     compile_image(_image(shape, tile), arch)
 
 
-def precompile(all_shapes: list[tuple], arch: str) -> None:
+def precompile(all_shapes: list[tuple], arch: str, only: set[int] | None = None) -> None:
     """Every candidate's cubin into the cache, on every core, before CUDA is
     initialised in this process (the workers are forked), whatever shared
     memory the device turns out to offer."""
-    jobs = [(shape, tile, arch) for shape in all_shapes for tile in candidates(shape, ANY_SHARED)]
+    jobs = [(shape, tile, arch) for shape in all_shapes for tile in candidates(shape, ANY_SHARED, only)]
     with ProcessPoolExecutor() as pool:
         list(pool.map(_compile, jobs))
     print(f"{len(jobs)} images compiled", flush=True)
@@ -116,14 +129,23 @@ def admitted(cubin: bytes, arch: str) -> bool:
     return kernel_info(cubin).frame_bytes == 0 and check_cubin(cubin, arch).status == "pass"
 
 
-def choose(shape: tuple, row: dict, recorded: int | None = None) -> int:
-    """The fastest tile within the error bound whose image every
-    architecture the images serve admits; the recorded tile, where it is
-    still one such, unless the fastest beats it by more than MARGIN."""
-    def fit(tile: str) -> bool:
-        img = _image(shape, int(tile))
-        return row["tiles"][tile]["error"] < bound(shape[7]) and all(admitted(compile_image(img, arch), arch)
-                                                                     for arch in ARCHS)
+def fits(shape: tuple, row: dict, tile: str) -> bool:
+    """The tile computed the product within the error bound, and every
+    architecture the images serve admits its image."""
+    img = _image(shape, int(tile))
+    return row["tiles"][tile]["error"] < bound(shape[7]) and all(admitted(compile_image(img, arch), arch)
+                                                                 for arch in ARCHS)
+
+
+def choose(shape: tuple, row: dict, recorded: int | None = None, in_step: dict[str, float] | None = None) -> int:
+    """The tile of the fastest update among those timed inside it that fit
+    (`in_step`, where given); else the fastest tile that fits, or the
+    recorded one, where it still fits, unless the fastest beats it by more
+    than MARGIN."""
+    fit = lambda tile: tile in row["tiles"] and fits(shape, row, tile)
+    stepped = [tile for tile in sorted(in_step, key=in_step.get) if fit(tile)] if in_step else []
+    if stepped:
+        return int(stepped[0])
     fastest = next((tile for tile in sorted(row["tiles"], key=lambda i: row["tiles"][i]["us"]) if fit(tile)), None)
     if fastest is None:
         raise SystemExit(f"no tile computes {shape} within {bound(shape[7])} with an admitted image")
@@ -202,8 +224,10 @@ class ContextHeads:
 BY_HEAD = {"rope": Heads, "heads": ContextHeads}
 
 
-def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output, heads) -> dict:
-    """Every tile that serves the product within the device's shared memory, timed."""
+def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output, heads,
+              only: set[int] | None = None) -> dict:
+    """Every tile that serves the product within the device's shared memory
+    (of `only`, where given), timed."""
     dtype = torch_half(half)
     left, right = matmul_operands(a_layout, b_layout, m, n, k, dtype)  # views of A and B as stored
     r = torch.randn((m, n), device="cuda") if residual else None
@@ -215,7 +239,7 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output, heads
         raise SystemExit(f"cuBLAS's {a_layout}{b_layout} {m}x{n}x{k}: relative error {error:.2e}")
     row["same_us"] = torch_graph_us(same, REPEATS)
     shape = (a_layout, b_layout, m, n, k, residual, half, output, heads)
-    for tile in candidates(shape, device.shared_limit):
+    for tile in candidates(shape, device.shared_limit, only):
         img = _image(shape, tile)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32 if output == "binary32" else dtype)
         activation = torch.full((m, n // 2), float("nan"), device="cuda", dtype=dtype)
@@ -244,6 +268,39 @@ def sweep_one(device, a_layout, b_layout, m, n, k, residual, half, output, heads
     return row
 
 
+def plan_with(key: str, tile: int, batch: int):
+    """The plan of `batch` sequences a step with `tile` for the product `key`
+    (the table's tiles for the others)."""
+    chosen = manifest.recorded_tiles() | {key: tile}
+    with mock.patch.object(manifest, "recorded_tiles", lambda: chosen):
+        return build_plan(config_of(batch))
+
+
+def step_medians(key: str, batch: int, tiles: list[int], rounds: int) -> dict[str, float]:
+    """The update's median ms (CUDA events, as `planner bench` times the
+    plan's step) with each tile for the product `key`, in turn for `rounds`
+    rounds: tile -> the mean of its medians. The plans are timed as
+    measurements of candidates, not certified runs."""
+    medians: dict[int, list[float]] = {tile: [] for tile in tiles}
+    gpu = driver.open_device()
+    try:
+        for _ in range(rounds):
+            for tile in tiles:
+                medians[tile].append(plan_step_ms(plan_with(key, tile, batch), gpu)[1])
+                print(f"{key} tile {tile}: update {medians[tile][-1]:.4f} ms", flush=True)
+    finally:
+        driver.close_device(gpu)
+    return {str(tile): round(statistics.mean(times), 4) for tile, times in medians.items()}
+
+
+def batch_of(key: str, batches: list[int]) -> int:
+    """The batch whose plan launches the product `key`."""
+    found = next((batch for batch in batches if key in shapes([batch])), None)
+    if found is None:
+        raise SystemExit(f"no product of the plans is {key}")
+    return found
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out", type=Path)
@@ -251,7 +308,14 @@ def main() -> int:
     p.add_argument("--write", type=Path, help="the tiles table to write")
     p.add_argument("--measured", type=Path, help="choose from an earlier run's tile-sweep.json (no GPU)")
     p.add_argument("--keys", help="sweep these shapes only (comma-separated keys); the table keeps the others")
+    p.add_argument("--tiles", help="time these candidates only (comma-separated numbers)")
+    p.add_argument("--step", action="append", default=[], metavar="KEY=N,N,...",
+                   help="also time the update with each of these tiles for KEY (recorded as step_ms)")
+    p.add_argument("--rounds", type=int, default=4, help="rounds of --step's updates, taken in turn")
     args = p.parse_args()
+    if args.tiles and args.write:
+        raise SystemExit("--tiles times some candidates only: it cannot choose the table's tiles (--write)")
+    only = {int(t) for t in args.tiles.split(",")} if args.tiles else None
     args.out.mkdir(parents=True, exist_ok=True)
     products = shapes([int(b) for b in args.batches.split(",")])
     if args.keys:
@@ -263,23 +327,35 @@ def main() -> int:
         measured = json.loads(args.measured.read_text())
         results, device_name, shared_limit = measured["shapes"], measured["device"], measured["shared_limit"]
     else:
-        precompile(list(products.values()), "sm_90")
+        precompile(list(products.values()), "sm_90", only)
         device = driver.open_device()
         if device.arch not in ARCHS:
             raise SystemExit(f"the device is {device.arch}, not one of {ARCHS}")
         torch.cuda.init()
-        results = {key: sweep_one(device, *shape) for key, shape in products.items()}
+        results = {key: sweep_one(device, *shape, only) for key, shape in products.items()}
         device_name, shared_limit = device.name, device.shared_limit
         driver.close_device(device)
         (args.out / "tile-sweep.json").write_text(json.dumps({"device": device_name, "shared_limit": shared_limit,
                                                               "shapes": results}, indent=1))
+    batches = [int(b) for b in args.batches.split(",")]
+    stepped = {}
+    for item in args.step:
+        key, _, tiles = item.partition("=")
+        stepped[key] = step_medians(key, batch_of(key, batches), [int(t) for t in tiles.split(",")], args.rounds)
+    if only is not None:  # a look at some tiles: their times, no choice
+        for key, row in results.items():
+            for tile, timed in sorted(row["tiles"].items(), key=lambda item: item[1]["us"]):
+                print(f"{key:28s} tile {int(tile):2d} {timed['us']:7.2f} us  matmul {row['torch_us']:7.2f} us  "
+                      f"ratio {row['torch_us'] / timed['us']:5.2f}  error {timed['error']:.1e}", flush=True)
+        for key, medians in stepped.items():
+            print(f"{key:28s} the update, ms by tile: {medians}")
+        return 0
     before = json.loads(args.write.read_text())["choices"] if args.write and args.write.exists() else {}
     choices = dict(before) if args.keys else {}   # a sweep of some shapes keeps the others' rows
     for key in products:
         row = results[key]
-        in_step = before.get(key, {}).get("step_ms")
-        tile = (int(min(in_step, key=in_step.get)) if in_step
-                else choose(products[key], row, before.get(key, {}).get("tile")))
+        in_step = stepped.get(key) or before.get(key, {}).get("step_ms")
+        tile = choose(products[key], row, before.get(key, {}).get("tile"), in_step)
         best = row["tiles"][str(tile)]["us"]
         choices[key] = {"tile": tile, "us": round(best, 2), "cublas_us": round(row["torch_us"], 2),
                         "cublas_same_us": round(row["same_us"], 2)}

@@ -1,7 +1,8 @@
 """The tile sweep's choices from measured times (its --measured mode, no GPU):
 a sweep of some shapes keeps the table's other rows, a half C is held to
 its own error bound, a recorded tile stays unless another is clearly faster,
-and an unknown shape is refused."""
+an unknown shape is refused; the update `--step` times has the tile it is
+given for the shape, and the others' recorded tiles."""
 
 from __future__ import annotations
 
@@ -18,12 +19,16 @@ KEY = "rr-m1024-n1536-k512-rope"  # its C in the half format (by head)
 TABLE = Path(__file__).resolve().parents[1] / "kernels" / "tiles.json"
 
 
-def _sweep(monkeypatch, tmp_path: Path, tiles: dict[str, dict], keys: str = KEY) -> dict:
+def _sweep(monkeypatch, tmp_path: Path, tiles: dict[str, dict], keys: str = KEY,
+           step_ms: dict[str, float] | None = None) -> dict:
     measured = tmp_path / "tile-sweep.json"
     measured.write_text(json.dumps({"device": "NVIDIA H200", "shared_limit": 232448,
                                     "shapes": {KEY: {"torch_us": 4.6, "same_us": 4.7, "tiles": tiles}}}))
     table = tmp_path / "tiles.json"
-    table.write_text(TABLE.read_text())
+    recorded = json.loads(TABLE.read_text())
+    if step_ms:
+        recorded["choices"][KEY]["step_ms"] = step_ms
+    table.write_text(json.dumps(recorded))
     monkeypatch.setattr(sys, "argv", ["tile_sweep.py", str(tmp_path / "out"), "--batches", "1", "--measured",
                                       str(measured), "--write", str(table), "--keys", keys])
     assert tile_sweep.main() == 0
@@ -56,6 +61,38 @@ def test_a_recorded_tile_stays_unless_another_beats_it_by_the_margin(monkeypatch
     assert choices[KEY]["tile"] == int(other)
 
 
+def test_the_fastest_update_chooses_among_the_tiles_that_fit(monkeypatch, tmp_path):
+    tiles = {"0": {"us": 4.0, "error": 2e-3}, "40": {"us": 5.1, "error": 2e-4}, "38": {"us": 4.5, "error": 2e-4}}
+    # tile 0 the fastest update but past the half bound; 40's update faster than 38's, though slower alone
+    choices = _sweep(monkeypatch, tmp_path, tiles, step_ms={"0": 2.0, "40": 2.1, "38": 2.2})
+    assert choices[KEY]["tile"] == 40 and choices[KEY]["step_ms"] == {"0": 2.0, "40": 2.1, "38": 2.2}
+
+
 def test_an_unknown_shape_is_refused(monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match="no product of the plans is rr-m1-n1-k1"):
         _sweep(monkeypatch, tmp_path, {"40": {"us": 5.1, "error": 2e-4}}, keys="rr-m1-n1-k1")
+
+
+def test_some_tiles_cannot_choose_the_table(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["tile_sweep.py", str(tmp_path), "--tiles", "40", "--write",
+                                      str(tmp_path / "tiles.json")])
+    with pytest.raises(SystemExit, match="cannot choose the table's tiles"):
+        tile_sweep.main()
+
+
+def test_the_stepped_plan_takes_the_given_tile_for_the_shape_only():
+    from planner.kernels.manifest import PRODUCT_FAMILIES, recorded_tiles, tile_of
+
+    def tiles(plan) -> dict[str, int]:
+        return {img.name: tile_of(img) for img in plan.images if img.family in PRODUCT_FAMILIES}
+
+    key = "rr-m1024-n2816-k512-gated"
+    assert tile_sweep.batch_of(key, [1, 8]) == 1
+    given = 64 if recorded_tiles()[key] != 64 else 59
+    base, stepped = tiles(tile_sweep.plan_with(key, recorded_tiles()[key], 1)), tiles(tile_sweep.plan_with(key, given, 1))
+    assert stepped["tiled-" + key] == given != base["tiled-" + key]
+    assert {n: t for n, t in stepped.items() if n != "tiled-" + key} == {n: t for n, t in base.items()
+                                                                        if n != "tiled-" + key}
+    assert len(base) > 5
+    with pytest.raises(SystemExit, match="no product of the plans is"):
+        tile_sweep.batch_of(key, [8])
