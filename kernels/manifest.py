@@ -609,7 +609,8 @@ class Tile:
 # stored by tensor copies, so that the warpgroups multiply the next tile
 # while it is written; 65 tile 45 with K split across a cluster's two
 # blocks, a block per tile and half of K as 47..51, its deep ring for the
-# long K of the logits' data gradient)
+# long K of the logits' data gradient; 66 a walking tile of 128 x 256,
+# m64n256k16 products, which asks L2 for fewer bytes a product than 128 x 128)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
@@ -644,6 +645,7 @@ TILE_CANDIDATES = (
     Tile(64, 128, 3, 2, 2, block_k=64, wgmma=2, per_sm=2, tensor_store=1),
     Tile(64, 128, 8, 2, 2, block_k=64, wgmma=2, tensor_store=1),
     Tile(64, 128, 8, 2, 2, block_k=64, wgmma=2, k_blocks=2),
+    Tile(128, 256, 4, 2, 4, block_k=64, wgmma=2),
 )
 # Shared memory a block may take where no tiles table says otherwise: every
 # card the images serve has it (sm_86's opt-in limit).
@@ -668,6 +670,17 @@ def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None
             and t.shared(output) <= limit and not (output in PAIRED_OUTPUTS and (t.k_groups > 1 or t.k_blocks > 1))
             and not (t.tensor_store and output != "binary32" and not (output == "gated" and _stages_gated(t)))
             and not (output in SUMMED_OUTPUTS and t.k_blocks > 1))
+
+
+def spills_beside_copies(img: Image, arch: str) -> bool:
+    """Whether the image's machine code may take local memory on `arch`: a
+    walk of 256 columns (tile 66) built for a card before sm_90. Its 128 sums
+    a thread beside the copying warpgroup take more registers than such a
+    card leaves a thread of the block (168), and only sm_90 on can hand the
+    copying warpgroup's registers over (setmaxnreg). Every other image takes
+    none, on every card; this one none on sm_90."""
+    c = img.constant_map
+    return arch != "sm_90" and c.get("wgmma") == 2 and c.get("block_n") == 256
 
 
 def _stages_gated(t: Tile) -> bool:

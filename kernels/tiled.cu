@@ -127,6 +127,14 @@ constexpr bool ALTERNATING = WGMMA == 3;  // the warpgroups take tiles in turn
 constexpr bool IN_TURNS = WGMMA == 2 && K_GROUPS > 1;  // the warpgroups take a tile's K steps in turn
 constexpr bool TENSOR_COPIES = WGMMA >= 2;  // the tensor memory accelerator copies the stages
 constexpr int RELEASING_WARPS = ALTERNATING || IN_TURNS ? 4 : GROUP_THREADS / 32;  // the warps that read a stage
+// A walk of 256 columns: each multiplying thread's sums take 128 registers,
+// more than an even share of the block's leaves beside them, so the copying
+// warpgroup, which needs few, hands its registers to the multiplying ones
+// (setmaxnreg: 24 and 240 a thread. The block keeps the registers it was
+// launched with, 168 a thread, 64512 in all: asking for more than it holds,
+// setmaxnreg.inc would wait for ever)
+constexpr bool HANDS_REGISTERS = WGMMA == 2 && BLOCK_N == 256;
+static_assert(!HANDS_REGISTERS || (BLOCK_M == 128 && K_GROUPS == 1), "two multiplying warpgroups and the copying one");
 #else
 constexpr bool TENSOR_COPIES = false;
 constexpr int RELEASING_WARPS = GROUP_THREADS / 32;
@@ -686,6 +694,15 @@ struct Warpgroup<128> {
   }
 };
 
+template <>
+struct Warpgroup<256> {
+  __device__ static __forceinline__ void product(float (&d)[128], unsigned long long a, unsigned long long b) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16" WGMMA_TYPES " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, 1, 1, 1, %130, %131;"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(a), "l"(b), "n"(A_COLUMNS ? 1 : 0), "n"(B_COLUMNS ? 1 : 0));
+  }
+};
+
 // K-major rows of BLOCK_K halves are one 128- or 64-byte swizzle atom
 // wide; MN-major operands are 64-wide columns of 128-byte rows
 constexpr unsigned ROW_BYTES = BLOCK_K * 2, COLUMN_BYTES = BLOCK_K * 64 * 2;
@@ -869,20 +886,31 @@ __device__ __forceinline__ void product_async(C_ELEMENT* c, const HALF* a, const
 #endif
 
 // d += the warp's rows and columns of the stage's A times its B (mma.sync)
+// (A_BY_TILE: the warp's 128 sums a thread beside a copying warpgroup, as
+// a walk of 256 columns has, leave too few of the block's registers for all
+// of a k-step's A fragments too: each m-tile's is loaded as its products
+// take it.)
+constexpr bool A_BY_TILE = TILES_M * TILES_N * 4 >= 128 && THREADS > 256;
+
 __device__ __forceinline__ void multiply_stage_warps(float (&accumulator)[TILES_M][TILES_N][4], const HALF* stage,
                                                      int warp_m, int warp_n) {
 #pragma unroll
   for (int k = 0; k < BLOCK_K; k += 16) {
-    unsigned fa[TILES_M][4], fb[TILES_N / 2][4];
+    unsigned fa[A_BY_TILE ? 1 : TILES_M][4], fb[TILES_N / 2][4];
+    auto load_a = [&](int i) { OperandA::a_fragment(fa[A_BY_TILE ? 0 : i], stage, warp_m + 16 * i, k); };
+    if constexpr (!A_BY_TILE) {
 #pragma unroll
-    for (int i = 0; i < TILES_M; ++i) OperandA::a_fragment(fa[i], stage, warp_m + 16 * i, k);
+      for (int i = 0; i < TILES_M; ++i) load_a(i);
+    }
 #pragma unroll
     for (int j = 0; j < TILES_N / 2; ++j) OperandB::b_fragments(fb[j], stage + OperandA::HALVES, warp_n + 16 * j, k);
 #pragma unroll
-    for (int i = 0; i < TILES_M; ++i)
+    for (int i = 0; i < TILES_M; ++i) {
+      if constexpr (A_BY_TILE) load_a(i);
 #pragma unroll
       for (int j = 0; j < TILES_N; ++j)
-        mma_16816(accumulator[i][j], fa[i], fb[j / 2][(j & 1) * 2], fb[j / 2][(j & 1) * 2 + 1]);
+        mma_16816(accumulator[i][j], fa[A_BY_TILE ? 0 : i], fb[j / 2][(j & 1) * 2], fb[j / 2][(j & 1) * 2 + 1]);
+    }
   }
 }
 
@@ -1340,6 +1368,16 @@ __device__ __forceinline__ void finish_stores() {
   if (STAGED_C && ((threadIdx.x >> 5) & 3) == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
+#if defined(IMAGE_FAMILY_TILED_ADD)
+// the n-tiles of a walking tile's R each thread reads before the tile's products
+constexpr int EARLY_R = HANDS_REGISTERS ? BLOCK_N / 16 : BLOCK_N / 8;
+constexpr int LATE_R = BLOCK_N / 8 - EARLY_R > 0 ? BLOCK_N / 8 - EARLY_R : 1;  // (an array has one at least)
+
+__device__ __forceinline__ float2 residual_pair(const float* r, int row, int column) {
+  return *reinterpret_cast<const float2*>(r + static_cast<size_t>(row) * N + column);
+}
+#endif
+
 // The multiplying warpgroups' walk over the same tiles and stages: a stage
 // is read once its copies have landed and released once the products that
 // read it are done (the latest products stay in flight meanwhile).
@@ -1358,16 +1396,16 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
 #if defined(IMAGE_FAMILY_TILED_ADD)
     // the thread's R, read before the tile's products so that the loads land
     // while they run (each element by the thread that stores C there: c may
-    // be r)
-    float2 residual[BLOCK_N / 8][2];
+    // be r); of a tile of 256 columns, the first half's: its sums and all of
+    // R do not fit the registers
+    float2 residual[EARLY_R][2];
 #pragma unroll
-    for (int j = 0; j < BLOCK_N / 8; ++j)
+    for (int j = 0; j < EARLY_R; ++j)
 #pragma unroll
       for (int half_row = 0; half_row < 2; ++half_row)
         if constexpr (!SHARED_SUMS && !STAGED_R)  // else each block's share of R is read as it is stored, or
                                                   // R comes through the slab
-          residual[j][half_row] =
-              *reinterpret_cast<const float2*>(r + static_cast<size_t>(row0 + 8 * half_row) * N + column0 + 8 * j);
+          residual[j][half_row] = residual_pair(r, row0 + 8 * half_row, column0 + 8 * j);
 #endif
     float d[BLOCK_N / 2];
     clear(d);
@@ -1397,12 +1435,26 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
         store_staged<decltype(w)::value>(d, first_row, block_n, map_c, r_full + decltype(w)::value, parity);
       });
     } else {
+      auto store_sums = [&](int j, int half_row, float2 residual_pair) {
+        store_pair(c, row0 + 8 * half_row, column0 + 8 * j, d[4 * j + 2 * half_row] + residual_pair.x,
+                   d[4 * j + 2 * half_row + 1] + residual_pair.y);
+      };
 #pragma unroll
-      for (int j = 0; j < BLOCK_N / 8; ++j)
+      for (int j = 0; j < EARLY_R; ++j)
 #pragma unroll
-        for (int half_row = 0; half_row < 2; ++half_row)
-          store_pair(c, row0 + 8 * half_row, column0 + 8 * j, d[4 * j + 2 * half_row] + residual[j][half_row].x,
-                     d[4 * j + 2 * half_row + 1] + residual[j][half_row].y);
+        for (int half_row = 0; half_row < 2; ++half_row) store_sums(j, half_row, residual[j][half_row]);
+      if constexpr (EARLY_R < BLOCK_N / 8) {  // the rest of R, read together once the first half is stored
+        float2 late[LATE_R][2];
+#pragma unroll
+        for (int j = EARLY_R; j < BLOCK_N / 8; ++j)
+#pragma unroll
+          for (int half_row = 0; half_row < 2; ++half_row)
+            late[j - EARLY_R][half_row] = residual_pair(r, row0 + 8 * half_row, column0 + 8 * j);
+#pragma unroll
+        for (int j = EARLY_R; j < BLOCK_N / 8; ++j)
+#pragma unroll
+          for (int half_row = 0; half_row < 2; ++half_row) store_sums(j, half_row, late[j - EARLY_R][half_row]);
+      }
     }
 #elif defined(IMAGE_FAMILY_TILED_ROPE)
     store_warpgroup(c, d, row0, column0, rope, &angles);
@@ -1582,6 +1634,7 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
   constexpr int MULTIPLYING = GROUP_THREADS * K_GROUPS;  // the copying warpgroup follows every K group
   if (threadIdx.x >= MULTIPLYING) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (HANDS_REGISTERS) asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
     if constexpr (TENSOR_COPIES) {
       // the first thread arms each stage's full mbarrier with the stage's
       // bytes and issues its tensor copies
@@ -1618,6 +1671,7 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
     copy_wait_all();  // no copy outlives its thread
   } else {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (HANDS_REGISTERS) asm volatile("setmaxnreg.inc.sync.aligned.u32 240;" ::: "memory");
     if constexpr (ALTERNATING) {
       if (!STAGED_C) {
         multiply_tiles_alternating(c, full, empty, map_c EPILOGUE_ARGUMENT);

@@ -7,8 +7,8 @@ the shared memory a block may take on the device (its tiles fit it).
         [--step KEY=N,N,... [--rounds R]]
 
 A candidate whose image takes local memory on an architecture the images
-serve (sm_86, sm_90), or whose machine code the certificate's schedule check
-refuses there, is timed but never chosen. Each candidate is checked before
+serve (sm_86, sm_90; but see `spills_beside_copies`), or whose machine code
+the certificate's schedule check refuses there, is timed but never chosen. Each candidate is checked before
 it is timed: fresh random operands (never zeros), C poisoned with NaN, the
 relative error against a float64 product on the GPU must be under 1e-4 (1e-3
 for a C in the half format; a gated product's activation, against the
@@ -50,7 +50,7 @@ from planner.bench import matmul_operands, plan_step_ms, torch_graph_us, torch_h
 from planner.kernels import manifest
 from planner.certify.sass import check_cubin
 from planner.kernels.manifest import (ARCHS, HEADS_CONSTANTS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES,
-                                      product_key, tile_serves, tiled_image)
+                                      product_key, spills_beside_copies, tile_serves, tiled_image)
 from planner.model.config import DEFAULT
 from planner.runtime import driver
 from planner.runtime.cubin_info import kernel_info
@@ -123,17 +123,19 @@ def precompile(all_shapes: list[tuple], arch: str, only: set[int] | None = None)
     print(f"{len(jobs)} images compiled", flush=True)
 
 
-def admitted(cubin: bytes, arch: str) -> bool:
-    """The image uses no local memory and its machine code passes the
-    certificate's schedule check (a refused image would refuse the plan)."""
-    return kernel_info(cubin).frame_bytes == 0 and check_cubin(cubin, arch).status == "pass"
+def admitted(img, cubin: bytes, arch: str) -> bool:
+    """The image uses no local memory (`spills_beside_copies` aside) and its
+    machine code passes the certificate's schedule check (a refused image
+    would refuse the plan)."""
+    return ((kernel_info(cubin).frame_bytes == 0 or spills_beside_copies(img, arch))
+            and check_cubin(cubin, arch).status == "pass")
 
 
 def fits(shape: tuple, row: dict, tile: str) -> bool:
     """The tile computed the product within the error bound, and every
     architecture the images serve admits its image."""
     img = _image(shape, int(tile))
-    return row["tiles"][tile]["error"] < bound(shape[7]) and all(admitted(compile_image(img, arch), arch)
+    return row["tiles"][tile]["error"] < bound(shape[7]) and all(admitted(img, compile_image(img, arch), arch)
                                                                  for arch in ARCHS)
 
 

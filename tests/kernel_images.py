@@ -168,6 +168,13 @@ def heads_images() -> list[tuple[int, Image]]:
                             _context_heads(SMALL))) for i in HEADS_TILES]
 
 
+# the walk of 256 columns (66) adding a residual, whose R each thread reads
+# half before the tile's products and half after, at a shape whose tiles
+# outnumber its blocks (each block walks two)
+def wide_images() -> list[Image]:
+    return [tiled_image("r", "r", 16384, 512, 256, True, "binary16", 66)]
+
+
 # (case name, shape, image): the default shape, the small shape, the bfloat16
 # cases, every tile
 CASES: list[tuple[str, Shape, Image]] = (
@@ -179,4 +186,5 @@ CASES: list[tuple[str, Shape, Image]] = (
     + [(f"rope-tile-{n}-{i.name}", GROUPED, i) for n, i in rope_images()]
     + [(f"heads-tile-{n}-{i.name}", SMALL, i) for n, i in heads_images()]
     + [(f"stored-tile-{n}-{i.name}", SMALL, i) for n, i in stored_images()]
+    + [(f"wide-tile-{i.name}", SMALL, i) for i in wide_images()]
 )

