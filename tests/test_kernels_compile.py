@@ -32,7 +32,8 @@ def test_cubin_honours_the_manifest(img, arch):
     info = kernel_info(nvrtc.compile_image(img, arch))
     assert info.registers <= img.registers, f"{info.registers} registers over the bound {img.registers}"
     assert info.max_threads == (img.block, 1, 1)
-    assert info.frame_bytes == 0 or spills_beside_copies(img, arch), f"{info.frame_bytes} bytes of local memory a thread"
+    assert info.frame_bytes == 0 or spills_beside_copies(img, arch), \
+        f"{info.frame_bytes} bytes of local memory a thread"
     expected = [(offset, 8 if a.kind == POINTER else 4) for a, offset in zip(img.arguments, img.offsets)]
     declared = [(p.offset, p.size) for p in info.parameters]
     assert declared[:len(expected)] == expected

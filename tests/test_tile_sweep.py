@@ -89,7 +89,8 @@ def test_the_stepped_plan_takes_the_given_tile_for_the_shape_only():
     key = "rr-m1024-n2816-k512-gated"
     assert tile_sweep.batch_of(key, [1, 8]) == 1
     given = 64 if recorded_tiles()[key] != 64 else 59
-    base, stepped = tiles(tile_sweep.plan_with(key, recorded_tiles()[key], 1)), tiles(tile_sweep.plan_with(key, given, 1))
+    base = tiles(tile_sweep.plan_with(key, recorded_tiles()[key], 1))
+    stepped = tiles(tile_sweep.plan_with(key, given, 1))
     assert stepped["tiled-" + key] == given != base["tiled-" + key]
     assert {n: t for n, t in stepped.items() if n != "tiled-" + key} == {n: t for n, t in base.items()
                                                                         if n != "tiled-" + key}
