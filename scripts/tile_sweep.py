@@ -325,6 +325,9 @@ def main() -> int:
         if unknown:
             raise SystemExit(f"no product of the plans is {sorted(unknown)[0]}")
         products = {key: products[key] for key in args.keys.split(",")}
+    unswept = [key for key, _, _ in (item.partition("=") for item in args.step) if key not in products]
+    if unswept:  # its update's medians would go unrecorded
+        raise SystemExit(f"--step {unswept[0]}: not among the shapes swept")
     if args.measured:
         measured = json.loads(args.measured.read_text())
         results, device_name, shared_limit = measured["shapes"], measured["device"], measured["shared_limit"]

@@ -80,6 +80,13 @@ def test_some_tiles_cannot_choose_the_table(monkeypatch, tmp_path):
         tile_sweep.main()
 
 
+def test_a_stepped_shape_must_be_swept(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["tile_sweep.py", str(tmp_path), "--keys", KEY,
+                                      "--step", "rr-m1024-n2816-k512-gated=57,59"])
+    with pytest.raises(SystemExit, match="--step rr-m1024-n2816-k512-gated: not among the shapes swept"):
+        tile_sweep.main()
+
+
 def test_the_stepped_plan_takes_the_given_tile_for_the_shape_only():
     from planner.kernels.manifest import PRODUCT_FAMILIES, recorded_tiles, tile_of
 
