@@ -540,6 +540,13 @@ __device__ __forceinline__ float gated_value(const Gated& g, float up, float gat
 }
 #endif
 
+#if defined(IMAGE_FAMILY_TILED_ADD)
+// the thread's pair of R at (row, column)
+__device__ __forceinline__ float2 residual_pair(const float* r, int row, int column) {
+  return *reinterpret_cast<const float2*>(r + static_cast<size_t>(row) * N + column);
+}
+#endif
+
 // The epilogue, over the thread's pairs of C (`pairs` calls its argument
 // with each pair's two values, row and column): R added to every pair, then
 // C stored. Every element of R is read before any of C is written, so the
@@ -551,7 +558,7 @@ template <bool STORED = true, typename Pairs>
 __device__ __forceinline__ void finish(C_ELEMENT* c, Pairs pairs EPILOGUE_PARAMETER) {
 #if defined(IMAGE_FAMILY_TILED_ADD)
   pairs([&](float& v0, float& v1, int row, int column) {
-    const float2 residual = *reinterpret_cast<const float2*>(r + static_cast<size_t>(row) * N + column);
+    const float2 residual = residual_pair(r, row, column);
     v0 += residual.x;
     v1 += residual.y;
   });
@@ -1371,11 +1378,6 @@ __device__ __forceinline__ void finish_stores() {
 #if defined(IMAGE_FAMILY_TILED_ADD)
 // the n-tiles of a walking tile's R each thread reads before the tile's products
 constexpr int EARLY_R = HANDS_REGISTERS ? BLOCK_N / 16 : BLOCK_N / 8;
-constexpr int LATE_R = BLOCK_N / 8 - EARLY_R > 0 ? BLOCK_N / 8 - EARLY_R : 1;  // (an array has one at least)
-
-__device__ __forceinline__ float2 residual_pair(const float* r, int row, int column) {
-  return *reinterpret_cast<const float2*>(r + static_cast<size_t>(row) * N + column);
-}
 #endif
 
 // The multiplying warpgroups' walk over the same tiles and stages: a stage
@@ -1435,25 +1437,20 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
         store_staged<decltype(w)::value>(d, first_row, block_n, map_c, r_full + decltype(w)::value, parity);
       });
     } else {
-      auto store_sums = [&](int j, int half_row, float2 residual_pair) {
-        store_pair(c, row0 + 8 * half_row, column0 + 8 * j, d[4 * j + 2 * half_row] + residual_pair.x,
-                   d[4 * j + 2 * half_row + 1] + residual_pair.y);
-      };
 #pragma unroll
       for (int j = 0; j < EARLY_R; ++j)
 #pragma unroll
-        for (int half_row = 0; half_row < 2; ++half_row) store_sums(j, half_row, residual[j][half_row]);
+        for (int half_row = 0; half_row < 2; ++half_row)
+          store_pair(c, row0 + 8 * half_row, column0 + 8 * j, d[4 * j + 2 * half_row] + residual[j][half_row].x,
+                     d[4 * j + 2 * half_row + 1] + residual[j][half_row].y);
       if constexpr (EARLY_R < BLOCK_N / 8) {  // the rest of R, read together once the first half is stored
-        float2 late[LATE_R][2];
+        finish(c, [&](auto visit) {
 #pragma unroll
-        for (int j = EARLY_R; j < BLOCK_N / 8; ++j)
+          for (int j = EARLY_R; j < BLOCK_N / 8; ++j)
 #pragma unroll
-          for (int half_row = 0; half_row < 2; ++half_row)
-            late[j - EARLY_R][half_row] = residual_pair(r, row0 + 8 * half_row, column0 + 8 * j);
-#pragma unroll
-        for (int j = EARLY_R; j < BLOCK_N / 8; ++j)
-#pragma unroll
-          for (int half_row = 0; half_row < 2; ++half_row) store_sums(j, half_row, late[j - EARLY_R][half_row]);
+            for (int half_row = 0; half_row < 2; ++half_row)
+              visit(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1], row0 + 8 * half_row, column0 + 8 * j);
+        } EPILOGUE_ARGUMENT);
       }
     }
 #elif defined(IMAGE_FAMILY_TILED_ROPE)
