@@ -8,29 +8,30 @@ the shared memory a block may take on the device (its tiles fit it).
 
 A candidate whose image takes local memory on an architecture the images
 serve (sm_86, sm_90; but see `spills_beside_copies`), or whose machine code
-the certificate's schedule check refuses there, is timed but never chosen. Each candidate is checked before
-it is timed: fresh random operands (never zeros), C poisoned with NaN, the
-relative error against a float64 product on the GPU must be under 1e-4 (1e-3
-for a C in the half format; a gated product's activation, against the
-activation of its own C, too; a rotary product's heads, against its C
-rounded and turned by random angles; a context gradient's heads, against
-its C rounded, and its row terms, against those of its own heads and the
-random output it reads). A time is one launch's share of a graph of
-REPEATS launches back to back (the plan's own gaps); the anchors are
-torch.matmul with half output timed the same way (a captured CUDA graph),
-and cuBLAS making what the product makes: C in binary32 where the product's
-is (torch.mm with out_dtype), with R added (torch.addmm, beta 1), checked
-against the float64 product as the tiles are. A shape keeps the tile the
-table written before records for it unless another is more than 5% faster. A
-shape whose tiles were also timed inside the whole update (`step_ms` in the
-table written before: the update's median, ms, with each tile) keeps the
-tile of the fastest update: a tile fastest alone can be slower beside the
-update's other launches (one of clusters waits for multiprocessors free
-together). `--step` takes those medians: the update of the plan the shape
-belongs to, with each tile given in turn, timed as `planner bench` times the
-plan's step (CUDA events, the median of its timed updates), for ROUNDS
-rounds, the mean of each tile's medians recorded. Needs a GPU, torch, the
-planner and Z3 (the schedule check).
+the certificate's schedule check refuses there, is timed but never chosen.
+Each candidate is checked before it is timed: fresh random operands (never
+zeros), C poisoned with NaN, the relative error against a float64 product on
+the GPU must be under 1e-4 (1e-3 for a C in the half format; a gated
+product's activation, against the activation of its own C, too; a rotary
+product's heads, against its C rounded and turned by random angles; a
+context gradient's heads, against its C rounded, and its row terms, against
+those of its own heads and the random output it reads). A time is one
+launch's share of a graph of REPEATS launches back to back (the plan's own
+gaps); the anchors are torch.matmul with half output timed the same way (a
+captured CUDA graph), and cuBLAS making what the product makes: C in
+binary32 where the product's is (torch.mm with out_dtype), with R added
+(torch.addmm, beta 1), checked against the float64 product as the tiles are.
+A shape keeps the tile the table written before records for it unless
+another is more than 5% faster. A shape whose tiles were also timed inside
+the whole update (`step_ms` in the table written before: the update's
+median, ms, with each tile) keeps the tile of the fastest update: a tile
+fastest alone can be slower beside the update's other launches (one of
+clusters waits for multiprocessors free together). `--step` takes those
+medians: the update of the plan the shape belongs to, with each tile given
+in turn, timed as `planner bench` times the plan's step (CUDA events, the
+median of its timed updates), for ROUNDS rounds, the mean of each tile's
+medians recorded. Needs a GPU, torch, the planner and Z3 (the schedule
+check).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from unittest import mock
 
@@ -80,22 +82,26 @@ def config_of(batch: int):
     return replace(DEFAULT, shape=replace(DEFAULT.shape, batch=batch))
 
 
+@cache
+def _batch_shapes(batch: int) -> dict[str, tuple]:
+    """`shapes` of one plan (built once, whoever asks)."""
+    out = {}
+    for img in build_plan(config_of(batch)).image.values():
+        if img.family in PRODUCT_FAMILIES:
+            c = img.constant_map
+            output = OUTPUT_OF_FAMILY.get(img.family, "binary32")  # tiled-add's C is binary32
+            heads = {key: c[key] for key in HEADS_CONSTANTS[output]} if output in HEADS_CONSTANTS else None
+            shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"], output,
+                     heads)
+            out[product_key(*shape[:6], output)] = shape
+    return out
+
+
 def shapes(batches: list[int]) -> dict[str, tuple]:
     """key -> (a layout, b layout, m, n, k, residual, half, output, heads) of
     every product the plans launch (heads: the constants of an output stored
     by head, HEADS_CONSTANTS, else None)."""
-    out = {}
-    for batch in batches:
-        plan = build_plan(config_of(batch))
-        for img in plan.image.values():
-            if img.family in PRODUCT_FAMILIES:
-                c = img.constant_map
-                output = OUTPUT_OF_FAMILY.get(img.family, "binary32")  # tiled-add's C is binary32
-                heads = {key: c[key] for key in HEADS_CONSTANTS[output]} if output in HEADS_CONSTANTS else None
-                shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"], output,
-                         heads)
-                out[product_key(*shape[:6], output)] = shape
-    return out
+    return {key: shape for batch in batches for key, shape in _batch_shapes(batch).items()}
 
 
 def candidates(shape: tuple, shared_limit: int, only: set[int] | None = None) -> list[int]:
@@ -152,7 +158,7 @@ def choose(shape: tuple, row: dict, recorded: int | None = None, in_step: dict[s
     if fastest is None:
         raise SystemExit(f"no tile computes {shape} within {bound(shape[7])} with an admitted image")
     kept = str(recorded)
-    if kept in row["tiles"] and fit(kept) and row["tiles"][kept]["us"] <= MARGIN * row["tiles"][fastest]["us"]:
+    if fit(kept) and row["tiles"][kept]["us"] <= MARGIN * row["tiles"][fastest]["us"]:
         return recorded
     return int(fastest)
 
@@ -297,7 +303,7 @@ def step_medians(key: str, batch: int, tiles: list[int], rounds: int) -> dict[st
 
 def batch_of(key: str, batches: list[int]) -> int:
     """The batch whose plan launches the product `key`."""
-    found = next((batch for batch in batches if key in shapes([batch])), None)
+    found = next((batch for batch in batches if key in _batch_shapes(batch)), None)
     if found is None:
         raise SystemExit(f"no product of the plans is {key}")
     return found
