@@ -5,8 +5,10 @@
 // stores the walk's gradients through its stages, while the later parts
 // return.
 //
-// The key walk, a block per (64 keys, K/V head g, batch b): each warp keeps
-// its 16 keys' K and V rows as A fragments and walks, in a fixed order, the
+// The key walk, a block per (64 keys, K/V head g, batch b): the block's K
+// and V rows are the A operand of its score products (OwnRows: on sm_90a
+// tiles in the part's shared memory, elsewhere each warp's fragments of its
+// 16 keys), and each part walks, in a fixed order, the
 // group's query heads and, for each, the query tiles from the key tile's
 // (the diagonal, masked) to the last:
 //   S^T = K Q^T, dP^T = V dO^T, P^T = 2^(S^T stream_scale - L),
@@ -33,14 +35,23 @@
 #pragma once
 #include "attention.cuh"
 
-struct alignas(1024) Stage {  // the key walk's stage; its tiles 1024-byte aligned
-  HALF queries[TILE_HALVES], gradients[TILE_HALVES];
-  float lse[TILE], d[TILE];
+// the key walk's two stages: a query tile and its d_out rows each (tiles
+// 1024-byte aligned), then their L and D, so that together they take whole
+// kilobytes
+struct alignas(1024) KeyStages {
+  HALF queries[2][TILE_HALVES], gradients[2][TILE_HALVES];
+  float lse[2][TILE], d[2][TILE];
 };
 // the query walk's stages: keys of buffer 0 and 1, values of buffer 0 and 1,
 // then the block's own queries and their d_out rows (OwnRows)
 constexpr int QUERY_HALVES = 6 * TILE_HALVES;
-constexpr int KEY_HALVES = 2 * sizeof(Stage) / sizeof(HALF);
+// the key walk's: its stages, then on sm_90a the block's own keys and values
+// (OwnRows; elsewhere each warp's fragments)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr int KEY_HALVES = sizeof(KeyStages) / sizeof(HALF) + 2 * TILE_HALVES;
+#else
+constexpr int KEY_HALVES = sizeof(KeyStages) / sizeof(HALF);
+#endif
 // a part's stages in the backward image, which gives both walks the same
 constexpr int PART_HALVES = QUERY_HALVES > KEY_HALVES ? QUERY_HALVES : KEY_HALVES;
 
@@ -55,31 +66,31 @@ __device__ __forceinline__ void key_walk(const Inputs& in, HALF* d_k, HALF* d_v,
                                          int b, int part, int thread) {
   const int warp = thread >> 5, lane = thread & 31;
   const int query_tiles = TILES - tile, steps = GROUP * query_tiles;
-  Stage* const stages = reinterpret_cast<Stage*>(part_halves);  // the part's two
+  KeyStages& stages = *reinterpret_cast<KeyStages*>(part_halves);  // the part's
   const int walk = steps > part ? (steps - 1 - part) / PARTS + 1 : 0;  // the part's steps part, part + PARTS, ...
 
   // step i: query head g GROUP + i / query_tiles, query tile tile + i % query_tiles
   auto copy_step = [&](int n) {
-    const int i = part + n * PARTS;
-    Stage& stage = stages[n & 1];
+    const int i = part + n * PARTS, buffer = n & 1;
     const int h = g * GROUP + i / query_tiles, s = (tile + i % query_tiles) * TILE;
     const size_t rows = static_cast<size_t>(b * HEADS + h) * SEQ + s;
-    copy_tile(stage.queries, in.q + rows * HEAD, HEAD, thread);
-    copy_tile(stage.gradients, in.d_out + rows * HEAD, HEAD, thread);
+    copy_tile(stages.queries[buffer], in.q + rows * HEAD, HEAD, thread);
+    copy_tile(stages.gradients[buffer], in.d_out + rows * HEAD, HEAD, thread);
     if (thread < TILE / 4) {
-      copy_async(stage.lse + 4 * thread, in.log_sum_exp + rows + 4 * thread);
+      copy_async(stages.lse[buffer] + 4 * thread, in.log_sum_exp + rows + 4 * thread);
     } else if (thread < TILE / 2) {
-      copy_async(stage.d + 4 * (thread - TILE / 4), in.row_terms + rows + 4 * (thread - TILE / 4));
+      copy_async(stages.d[buffer] + 4 * (thread - TILE / 4), in.row_terms + rows + 4 * (thread - TILE / 4));
     }
     copy_commit();
   };
-  if (walk > 0) copy_step(0);
-
   const size_t kv_plane = static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
-  const int row0 = tile * TILE + 16 * warp;  // the warp's first key
-  unsigned fk[4][4], fv[4][4];
-  load_rows(fk, in.k + kv_plane, row0);
-  load_rows(fv, in.v + kv_plane, row0);
+  HALF* const own = part_halves + sizeof(KeyStages) / sizeof(HALF);
+  OwnRows fk, fv;  // (a part without steps uses neither, and copies nothing it would not wait for)
+  if (walk > 0) {
+    fk = own_rows(own, in.k + kv_plane, tile, thread);
+    fv = own_rows(own + TILE_HALVES, in.v + kv_plane, tile, thread);
+    copy_step(0);
+  }
 
   float dk[8][4], dv[8][4];
   clear(dk);
@@ -94,20 +105,20 @@ __device__ __forceinline__ void key_walk(const Inputs& in, HALF* d_k, HALF* d_v,
     // its tiles)
     begin_step(part);
     if (n + 1 < walk) copy_step(n + 1);
-    const Stage& stage = stages[n & 1];
+    const int buffer = n & 1;
     const bool diagonal = (part + n * PARTS) % query_tiles == 0;
 
     float s[8][4], dp[8][4];
-    multiply_rows(s, fk, stage.queries);     // S^T = K Q^T
-    multiply_rows(dp, fv, stage.gradients);  // dP^T = V dO^T
+    multiply_rows(s, fk, stages.queries[buffer]);     // S^T = K Q^T
+    multiply_rows(dp, fv, stages.gradients[buffer]);  // dP^T = V dO^T
     await_products();
     if (diagonal) mask_diagonal<true>(s, warp, lane);  // the head's first query tile
     // element (key 16 warp + lane / 4 + 8 (e / 2), query 8 c + 2 (lane % 4) + e % 2)
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
       const int query = 8 * c + 2 * (lane & 3);
-      const float2 lse = *reinterpret_cast<const float2*>(stage.lse + query);
-      const float2 d = *reinterpret_cast<const float2*>(stage.d + query);
+      const float2 lse = *reinterpret_cast<const float2*>(stages.lse[buffer] + query);
+      const float2 d = *reinterpret_cast<const float2*>(stages.d[buffer] + query);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float p = fast_exp2(s[c][e] * in.stream_scale - ((e & 1) ? lse.y : lse.x));
@@ -118,8 +129,8 @@ __device__ __forceinline__ void key_walk(const Inputs& in, HALF* d_k, HALF* d_v,
     unsigned fp[4][4], fds[4][4];
     to_fragments(fp, s);
     to_fragments(fds, dp);
-    multiply_columns(dv, fp, stage.gradients);  // dV += P^T dO
-    multiply_columns(dk, fds, stage.queries);   // dK += dS^T Q
+    multiply_columns(dv, fp, stages.gradients[buffer]);  // dV += P^T dO
+    multiply_columns(dk, fds, stages.queries[buffer]);   // dK += dS^T Q
   }
   const Angles angles = angles_of({in.cosine, in.sine, tile * TILE}, thread);
   await_products();

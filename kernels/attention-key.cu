@@ -3,14 +3,14 @@
 // first key tile meets every query tile: the longest walks first.
 #include "attention-backward.cuh"
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, RESIDENT_BLOCKS(3))
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v,
       const HALF* __restrict__ d_out, const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms,
       HALF* __restrict__ d_k, HALF* __restrict__ d_v, const float* __restrict__ cosine,
       const float* __restrict__ sine, float stream_scale, float score_scale) {
   await_previous_launch();
-  const WalkPlace block = walk_place();
+  const WalkPlace block = walk_place<KV_HEADS>();
   const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
   key_walk({q, k, v, d_out, log_sum_exp, row_terms, cosine, sine, stream_scale, score_scale}, d_k, d_v,
-           part_stages<KEY_HALVES>(part), block.rank, block.head, block.batch, part, thread);
+           part_stages<KEY_HALVES, true>(part), block.rank, block.head, block.batch, part, thread);
 }

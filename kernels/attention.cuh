@@ -39,23 +39,44 @@ constexpr int TOKENS = BATCH * SEQ;  // the columns of a transposed token-major 
 constexpr int TILE_HALVES = TILE * HEAD;
 static_assert(SEQ % TILE == 0 && HEADS % KV_HEADS == 0, "whole tiles and whole groups");
 
+// The blocks of one part a multiprocessor holds at once, where a launch has
+// many waves of them: on sm_90a an image asks the compiler for as few
+// registers as that takes (the walks are latency-bound, and another block's
+// walk fills a block's waits: the key launch at 8 x 1024, three blocks
+// instead of two, 54.8 -> 52.0 us). Blocks of two parts take a
+// multiprocessor's registers each; other cards' mma.sync walks keep the
+// registers they take.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define RESIDENT_BLOCKS(blocks) (PARTS == 1 ? (blocks) : 1)
+#else
+#define RESIDENT_BLOCKS(blocks) 1
+#endif
+
 // A block's walk: its length (in tiles of the other side) follows from the
 // block's tile alone, and blocks start in launch order (x fastest). So the
 // launch is taken tile-major over its heads and batches, the longest walks
 // first, and the shortest fill the last wave. (Taken head by head, as the
 // grid lies, the last heads' longest walks started in the last wave: at 8 x
 // 1024, alone, the forward took 41 us a layer, now 33.) `rank` 0 is the
-// longest walk; `head` and `batch` are the block's (the grid's y and z
-// extents as counts).
+// longest walk; `head` and `batch` are the block's. The grid is TILES x
+// HEADS_ALONG_Y x BATCH; given HEADS_ALONG_Y, the image's constants make a
+// block's place a few multiplications the compiler may work out again
+// rather than hold through the walk (the backward's walks: at 8 x 1024 the
+// query launch 35.8 -> 34.2 us, and the key launch fits 168 registers
+// without local memory); the forward's walk holds fewer registers with the
+// extents the launch gives (gridDim: 128 at 8 x 1024, four blocks a
+// multiprocessor, against 168).
 struct WalkPlace {
   int rank, head, batch;
 };
 
+template <int HEADS_ALONG_Y = 0>
 __device__ __forceinline__ WalkPlace walk_place() {
-  const unsigned others = gridDim.y * gridDim.z;
-  const unsigned linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned along_x = HEADS_ALONG_Y ? TILES : gridDim.x, along_y = HEADS_ALONG_Y ? HEADS_ALONG_Y : gridDim.y;
+  const unsigned others = along_y * (HEADS_ALONG_Y ? BATCH : gridDim.z);
+  const unsigned linear = blockIdx.x + along_x * (blockIdx.y + along_y * blockIdx.z);
   const unsigned other = linear % others;
-  return {static_cast<int>(linear / others), static_cast<int>(other % gridDim.y), static_cast<int>(other / gridDim.y)};
+  return {static_cast<int>(linear / others), static_cast<int>(other % along_y), static_cast<int>(other / along_y)};
 }
 
 // the swizzled place of (row, column) in a tile, in halves
@@ -75,10 +96,12 @@ __device__ __forceinline__ void copy_tile(HALF* tile, const HALF* from, size_t s
 
 // A part's HALVES halves of stages: a block of one part keeps them in static
 // shared memory, where its loads have constant addresses; parts share the
-// dynamic shared memory the manifest gives.
-template <int HALVES>
+// dynamic shared memory the manifest gives, as does a block of one part
+// whose stages are more than a block may declare (DYNAMIC: the key walk's,
+// 49 KB on sm_90a, in the key and the backward image).
+template <int HALVES, bool DYNAMIC = false>
 __device__ __forceinline__ HALF* part_stages(int part) {
-  if constexpr (PARTS == 1) {
+  if constexpr (PARTS == 1 && !DYNAMIC) {
     __shared__ __align__(1024) HALF stages[HALVES];
     return stages;
   } else {

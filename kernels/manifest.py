@@ -282,12 +282,13 @@ def _attention_block(c: Constants) -> int:
     return 128 * c["parts"]
 
 
-def _attention_shared(stage: int, own: int = 0) -> Callable[[Constants], int]:
-    """Two stages of `stage` bytes, each taking whole kilobytes (its tiles
-    start 1024-byte aligned), and `own` bytes of the block's own tiles, for
-    each part (the later parts' sums reuse them), dynamic; a block of one
-    part declares them statically."""
-    return lambda c: c["parts"] * (2 * -(-stage // 1024) * 1024 + own) if c["parts"] > 1 else 0
+def _attention_shared(stage: int, own: int = 0, dynamic: bool = False) -> Callable[[Constants], int]:
+    """Two stages of `stage` bytes, taking whole kilobytes together (their
+    tiles start 1024-byte aligned, the rows' terms after them), and `own`
+    bytes of the block's own tiles, for each part (the later parts' sums
+    reuse them), dynamic; a block of one part declares them statically,
+    unless they are more than a block may so declare (`dynamic`: 48 KB)."""
+    return lambda c: c["parts"] * (-(-2 * stage // 1024) * 1024 + own) if c["parts"] > 1 or dynamic else 0
 
 
 def _attention_planes(c: Constants) -> dict[str, int]:
@@ -367,10 +368,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     # gradient, the queries' and keys' turned back by the rotary angles
     _attention_backward_family("attention-query", ("d_q",), "heads",
                                _attention_shared(2 * _ATTENTION_TILE, 2 * _ATTENTION_TILE)),
+    # (the key walk's own tiles are in shared memory on sm_90a alone: the
+    # bytes given are that card's, every card's most, 49 KB a part)
     _attention_backward_family("attention-key", ("d_k", "d_v"), "kv_heads",
-                               _attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4)),
+                               _attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4, 2 * _ATTENTION_TILE, True)),
+    # a part's stages are the larger walk's, the key walk's (attention-backward.cuh's PART_HALVES)
     _attention_backward_family("attention-backward", ("d_q", "d_k", "d_v"), "kv_heads",
-                               _attention_shared(2 * _ATTENTION_TILE, 2 * _ATTENTION_TILE)),
+                               _attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4, 2 * _ATTENTION_TILE, True)),
     Family("loss-target-gather", _args("correct:w logits:r targets:r"), _fixed(256),
            lambda c, s: (_blocks(c["rows"], 256), 1, 1),
            lambda c, s: {"correct": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "targets": c["rows"] * 4},
