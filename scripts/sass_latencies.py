@@ -9,7 +9,7 @@ parameter (the uniform datapath), once overwriting each step's input and once
 keeping it live.  Pattern kernels add what chains cannot provoke: unrolled
 shared-memory loads, slow paths of division and square root, 64-bit row
 offsets, tensor-core chains, cp.async pipelines, local arrays, a lane's
-election.
+election, a warp's shared loads read behind its shuffles.
 
 Following one path from every producer to its first reader, this script
 reads, per architecture:
@@ -535,6 +535,8 @@ def source() -> str:
 ATTENTION_PATTERN = Path(__file__).resolve().parent / "sass_pattern_attention.cu"
 ROPE_PATTERN = Path(__file__).resolve().parent / "sass_pattern_rope.cu"
 ROPE_OPTIONS = ["-std=c++17", "--maxrregcount=64"]
+LAYERNORM_PATTERN = Path(__file__).resolve().parent / "sass_pattern_layernorm.cu"
+LAYERNORM_OPTIONS = ["-std=c++17", "-default-device", "--maxrregcount=128"]
 
 
 def compile_cubin(text: str, arch: str) -> bytes:
@@ -546,7 +548,12 @@ def corpus_functions(arch: str) -> dict[str, Function]:
     attention = compile_source(ATTENTION_PATTERN.read_text(), ATTENTION_PATTERN.name,
                                [f"-arch={arch}", "-use_fast_math"])
     rope = compile_source(ROPE_PATTERN.read_text(), ROPE_PATTERN.name, [f"-arch={arch}", *ROPE_OPTIONS])
-    return disassemble(compile_cubin(source(), arch)) | disassemble(attention) | disassemble(rope)
+    norms = [compile_source(LAYERNORM_PATTERN.read_text(), LAYERNORM_PATTERN.name,
+                            [f"-arch={arch}", f"-DLAYERNORM_ADD={add}", *LAYERNORM_OPTIONS]) for add in (0, 1)]
+    out = disassemble(compile_cubin(source(), arch)) | disassemble(attention) | disassemble(rope)
+    for cubin in norms:
+        out |= disassemble(cubin)
+    return out
 
 
 # -- reading the schedules ---------------------------------------------------------

@@ -237,8 +237,8 @@ def test_shuffles_retire_in_order_as_ptxas_relies(cubins):
     sm_86 exchange kernel is refused."""
     model = default_model()
     arch = model.arch("sm_86")
-    assert frozenset({"SHFL"}) in arch.in_order
-    without = replace(arch, in_order=tuple(c for c in arch.in_order if "SHFL" not in c))
+    assert any("SHFL" in c for c in arch.in_order)
+    without = replace(arch, in_order=tuple(c - {"SHFL"} for c in arch.in_order if c - {"SHFL"}))
     unordered = replace(model, archs={**model.archs, "sm_86": without}, digest="shuffles unordered")
     report = check_cubin(cubins["sm_86"], "sm_86", unordered)
     assert {f.kernel for f in report.findings} == {"k_shfl_exchange"}
@@ -259,6 +259,37 @@ def test_loads_read_their_operands_in_issue_order_as_ptxas_relies():
     unordered = replace(model, archs={**model.archs, "sm_90": without}, digest="loads unordered")
     report = check_cubin(cubin, "sm_90", unordered)
     assert report.findings and all("read-barrier" in f.text() and "LDG" in f.text() for f in report.findings)
+
+
+LAYERNORM_PATTERN = Path(__file__).resolve().parents[1] / "scripts" / "sass_pattern_layernorm.cu"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_shared_loads_retire_in_order_with_shuffles_as_ptxas_relies(arch):
+    """The layer norm backward's pattern (scripts/sass_pattern_layernorm.cu,
+    rows copied a row ahead into shared memory): ptxas reads a row's shared
+    loads once the warp sum's shuffles behind them are waited on, and on
+    sm_90 lets a global load overwrite an asynchronous copy's address
+    register unwaited. With the model's classes (shared loads and shuffles
+    in order; global loads and asynchronous copies reading their operands
+    in order) both kernels pass; with shuffles a class apart the shared
+    loads' readers are refused, and on sm_90 with the copies outside the
+    loads' class the overwrite is."""
+    model = default_model()
+    cubins = [compile_source(LAYERNORM_PATTERN.read_text(), LAYERNORM_PATTERN.name,
+                             [f"-arch={arch}", f"-DLAYERNORM_ADD={add}", "-std=c++17", "-default-device",
+                              "--maxrregcount=128"]) for add in (0, 1)]
+    assert all(check_cubin(cubin, arch).status == "pass" for cubin in cubins)
+    m = model.arch(arch)
+    apart = tuple(c - {"SHFL"} for c in m.in_order if c - {"SHFL"}) + (frozenset({"SHFL"}),)
+    split = replace(model, archs={**model.archs, arch: replace(m, in_order=apart)}, digest="shuffles apart")
+    findings = [f for cubin in cubins for f in check_cubin(cubin, arch, split).findings]
+    assert findings and all(f.kind == "variable-latency" and f.producer_text.startswith("LDS") for f in findings)
+    if arch == "sm_90":
+        alone = tuple(c - {"LDGSTS"} for c in m.operand_order)
+        copies = replace(model, archs={**model.archs, arch: replace(m, operand_order=alone)}, digest="copies apart")
+        findings = [f for cubin in cubins for f in check_cubin(cubin, arch, copies).findings]
+        assert findings and all(f.kind == "read-barrier" and f.producer_text.startswith("LDGSTS") for f in findings)
 
 
 def test_undecided_witness_is_unknown_not_pass(cubins, monkeypatch):
@@ -380,7 +411,10 @@ def test_a_copy_group_retired_frees_its_address_registers():
     """ptxas reuses an LDGSTS's address registers once a DEPBAR.LE has
     retired the cp.async group its LDGDEPBAR committed, without waiting on
     the copy's read barrier: that passes; with those DEPBARs gone, the
-    overwrite is named with the copy."""
+    overwrite is named with the copy. (The overwriter here is a global load,
+    which the sm_90 model also lets follow a copy unwaited, the two reading
+    their operands in order: the DEPBARs' part is shown with copies outside
+    that class.)"""
     from planner.kernels.manifest import tiled_image
     from planner.runtime.nvrtc import compile_image
 
@@ -405,7 +439,10 @@ def test_a_copy_group_retired_frees_its_address_registers():
     assert waits
     planted = replace(function, instructions=[replace(i, opcode="NOP", text="NOP", operands="") if i in waits else i
                                               for i in code])
-    verdict = check_function(planted, default_model().arch("sm_90"))
+    arch = default_model().arch("sm_90")
+    apart = replace(arch, operand_order=tuple(c - {"LDGSTS"} for c in arch.operand_order))
+    assert check_function(function, apart).findings == ()
+    verdict = check_function(planted, apart)
     assert any((f.kind, f.producer_offset, f.consumer_offset) == (READ_BARRIER, copy.offset, overwrite.offset)
                for f in verdict.findings)
 
