@@ -20,12 +20,21 @@
 // rows' sums of dy x_hat, then of dy} (binary32, 2 WIDTH), which
 // layernorm-parameters adds in part order: no x_hat plane is written and
 // read back, and the same bits come every run.
+//
+// A warp that walks more than one row copies the next row's x, dy (and
+// residual) into its two stages of shared memory (cp.async, the manifest's
+// dynamic shared memory) while it works on the current one: the loads in
+// flight a warp no longer wait on registers (reading a row ahead into
+// registers took 171 of them). The lanes read the stages as they read the
+// rows, each its own pairs: the same sums.
 #include "common.cuh"
 
 #if defined(IMAGE_FAMILY_LAYERNORM_BACKWARD_ADD)
 #define RESIDUAL_PARAMETER , const float* __restrict__ residual
+constexpr int ARRAYS = 3;  // the rows a warp reads: x, dy, residual
 #else
 #define RESIDUAL_PARAMETER
+constexpr int ARRAYS = 2;
 #endif
 
 static_assert(WIDTH % 64 == 0, "a lane holds whole pairs of every 64 columns");
@@ -33,13 +42,19 @@ constexpr int WARPS = BLOCK / 32;
 constexpr int PAIRS = WIDTH / 64;
 constexpr int ROWS_PER_PART = (ROWS + PARTS - 1) / PARTS;
 constexpr int ROWS_PER_WARP = (ROWS_PER_PART + WARPS - 1) / WARPS;
+// each warp's two stages of ARRAYS rows (the manifest's shared bytes, its
+// _layernorm_stages), where a warp walks rows in turn and they fit every
+// card's block (sm_86: 99 KB)
+constexpr int STAGE_BYTES = WARPS * 2 * ARRAYS * WIDTH * 4;
+constexpr bool AHEAD = ROWS_PER_WARP > 1 && STAGE_BYTES <= 96 * 1024;
+static_assert(WIDTH % 128 == 0, "a row is whole 16-byte copies, four a lane");
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
 image(float* dx, const float* x, const float* dy, const float* __restrict__ gamma, float* __restrict__ partials,
       HALF* __restrict__ dx_half, const float* __restrict__ statistics RESIDUAL_PARAMETER, float inverse_width,
       float epsilon) {
   await_previous_launch();
-  __shared__ float2 block_sums[2][WIDTH / 2];  // dy x_hat's, then dy's, by column pair
+  extern __shared__ __align__(16) float stages[];  // AHEAD: [WARPS][2][ARRAYS][WIDTH]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float2 gain[PAIRS], sum_dy_xh[PAIRS], sum_dy[PAIRS];
 #pragma unroll
@@ -51,23 +66,62 @@ image(float* dx, const float* x, const float* dy, const float* __restrict__ gamm
   // that its shuffles are known to run converged); a row past the block's
   // is the block's first again, read but neither written nor summed
   const int first = blockIdx.x * ROWS_PER_PART, end = min(first + ROWS_PER_PART, ROWS);
+  const auto row_of = [&](int k) {
+    const int t = first + warp + k * WARPS;
+    return t < end ? t : first;
+  };
+#if defined(IMAGE_FAMILY_LAYERNORM_BACKWARD_ADD)
+  const float* const from[ARRAYS] = {x, dy, residual};
+#else
+  const float* const from[ARRAYS] = {x, dy};
+#endif
+  // the warp's row k into stage k % 2
+  const auto copy_row = [&](int k) {
+    float* const to = stages + (warp * 2 + (k & 1)) * ARRAYS * WIDTH;
+    const size_t at = static_cast<size_t>(row_of(k)) * WIDTH;
+#pragma unroll
+    for (int a = 0; a < ARRAYS; ++a)
+#pragma unroll
+      for (int c = 4 * lane; c < WIDTH; c += 128) copy_async(to + a * WIDTH + c, from[a] + at + c);
+    copy_commit();
+  };
+  if constexpr (AHEAD) copy_row(0);
 #pragma unroll 1
   for (int k = 0; k < ROWS_PER_WARP; ++k) {
     const bool mine = first + warp + k * WARPS < end;
-    const int t = mine ? first + warp + k * WARPS : first;
+    const int t = row_of(k);
     const size_t row = static_cast<size_t>(t) * (WIDTH / 2);  // in pairs
+    // the pairs of array a (x, dy, residual) this lane reads: the stage's
+    // copy where the warp walks rows in turn, else the row itself
+    const float2* in[ARRAYS];
+    if constexpr (AHEAD) {
+      __syncwarp();  // every lane is done with row k - 1, whose stage row k + 1 takes
+      if (k + 1 < ROWS_PER_WARP) {
+        copy_row(k + 1);
+        copy_wait<1>();
+      } else {
+        copy_wait<0>();
+      }
+      __syncwarp();  // every lane's copies of row k have landed
+#pragma unroll
+      for (int a = 0; a < ARRAYS; ++a)
+        in[a] = reinterpret_cast<const float2*>(stages + ((warp * 2 + (k & 1)) * ARRAYS + a) * WIDTH);
+    } else {
+#pragma unroll
+      for (int a = 0; a < ARRAYS; ++a) in[a] = reinterpret_cast<const float2*>(from[a]) + row;
+    }
     const float2 stats = reinterpret_cast<const float2*>(statistics)[t];
     float2 xh[PAIRS], g[PAIRS];
 #if defined(IMAGE_FAMILY_LAYERNORM_BACKWARD_ADD)
     float2 r[PAIRS];  // read with the row, so that its loads overlap the sums
 #pragma unroll
-    for (int i = 0; i < PAIRS; ++i) r[i] = reinterpret_cast<const float2*>(residual)[row + 32 * i + lane];
+    for (int i = 0; i < PAIRS; ++i) r[i] = in[2][32 * i + lane];
 #endif
     float sum_g = 0.0f;
 #pragma unroll
     for (int i = 0; i < PAIRS; ++i) {
-      const float2 v = reinterpret_cast<const float2*>(x)[row + 32 * i + lane];
-      const float2 d = reinterpret_cast<const float2*>(dy)[row + 32 * i + lane];
+      const float2 v = in[0][32 * i + lane];
+      const float2 d = in[1][32 * i + lane];
       xh[i] = make_float2((v.x - stats.x) * stats.y, (v.y - stats.x) * stats.y);
       g[i] = make_float2(d.x * gain[i].x, d.y * gain[i].y);
       sum_g += g[i].x;
@@ -100,7 +154,16 @@ image(float* dx, const float* x, const float* dy, const float* __restrict__ gamm
       }
     }
   }
-  // the warps' sums meet in warp order
+  // the warps' sums meet in warp order, in the stages' first words where
+  // the warps walked rows in turn (once every warp is done with them)
+  float2 (*block_sums)[WIDTH / 2];  // dy x_hat's, then dy's, by column pair
+  if constexpr (AHEAD) {
+    __syncthreads();
+    block_sums = reinterpret_cast<float2(*)[WIDTH / 2]>(stages);
+  } else {
+    __shared__ float2 sums[2][WIDTH / 2];
+    block_sums = sums;
+  }
 #pragma unroll 1
   for (int w = 0; w < WARPS; ++w) {
     if (warp == w) {

@@ -145,6 +145,20 @@ def _layernorm_block(c: Constants) -> int:
     return 32 * _layernorm_warps(c["rows"])
 
 
+def _layernorm_stages(arrays: int) -> Callable[[Constants], int]:
+    """A layer norm backward's shared memory: where its warps walk rows in
+    turn, each warp's two stages of `arrays` rows (binary32), the next row
+    copied while the warp works on one, if they fit every card's block
+    (96 KB; sm_86 gives 99); none where a warp takes one row. The source
+    decides the same (layernorm-backward.cu's AHEAD)."""
+    def shared(c: Constants) -> int:
+        warps = _layernorm_warps(c["rows"])
+        rows_per_warp = ceil(ceil(c["rows"] / c["parts"]) / warps)
+        stages = warps * 2 * arrays * c["width"] * 4
+        return stages if rows_per_warp > 1 and stages <= 96 * 1024 else 0
+    return shared
+
+
 def _layernorm_backward_extents(c: Constants, s: Scalars) -> dict[str, int]:
     rows, width = c["rows"], c["width"]
     return {k: rows * width * 4 for k in ("dx", "x", "dy")} | {
@@ -347,12 +361,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("layernorm-backward", _args(
         "dx:w x:r dy:r gamma:r partials:w dx_half:w statistics:r inverse_width:f32 epsilon:f32"),
         _layernorm_block, lambda c, s: (c["parts"], 1, 1), _layernorm_backward_extents,
-        registers=128, constants=("rows", "width", "parts", "half")),
+        registers=128, shared=_layernorm_stages(2), constants=("rows", "width", "parts", "half")),
     Family("layernorm-backward-add", _args(
         "dx:w x:r dy:r gamma:r partials:w dx_half:w statistics:r residual:r inverse_width:f32 epsilon:f32"),
         _layernorm_block, lambda c, s: (c["parts"], 1, 1),
         lambda c, s: _layernorm_backward_extents(c, s) | {"residual": c["rows"] * c["width"] * 4},
-        registers=128, constants=("rows", "width", "parts", "half"), source="layernorm-backward"),
+        registers=128, shared=_layernorm_stages(3), constants=("rows", "width", "parts", "half"),
+        source="layernorm-backward"),
     Family("layernorm-parameters", _args("gamma_gradient:w beta_gradient:w partials:r"),
            _fixed(256), lambda c, s: (2 * c["width"] // 32, 1, 1),
            lambda c, s: {"gamma_gradient": c["width"] * 4, "beta_gradient": c["width"] * 4,

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import pytest
 
-from planner.kernels.manifest import (POINTER, PRODUCT_FAMILIES, STREAMING_ATTENTION, image, spills_beside_copies,
-                                      tensor_maps)
+from planner.kernels.manifest import (POINTER, PRODUCT_FAMILIES, STREAMING_ATTENTION, image, layernorm_parts,
+                                      spills_beside_copies, tensor_maps)
 from planner.runtime import nvrtc
 from planner.certify.sass.disasm import run_nvdisasm
 from planner.runtime.cubin_info import kernel_info
 from tests.kernel_images import CASES
 
 ARCHITECTURES = ("sm_86", "sm_90")
-# the products, the attention images split in parts, and the key and
-# backward images (the key walk's stages) take all their shared memory
-# dynamically, as the manifest gives it
+# the products take all their shared memory dynamically, as the manifest
+# gives it; so do these families' images where the manifest gives any (the
+# attention's parts and the key walk's stages, the layer norm backward's
+# rows a row ahead)
 DYNAMIC_SHARED = PRODUCT_FAMILIES
+DYNAMIC_WHERE_GIVEN = (*STREAMING_ATTENTION, "layernorm-backward", "layernorm-backward-add")
 STATIC_SHARED_LIMIT = 48 * 1024
 # the most shared memory a block may take on any card the images serve
 # (sm_90's opt-in limit); a plan's products take at most what the card the
@@ -43,7 +45,7 @@ def test_cubin_honours_the_manifest(img, arch):
     assert [size for _, size in declared[len(expected):]] == [128] * maps
     if not maps:
         assert expected[-1][0] + expected[-1][1] == info.parameter_bytes <= img.parameter_bytes
-    if img.family in DYNAMIC_SHARED or (img.family in STREAMING_ATTENTION and img.shared_bytes):
+    if img.family in DYNAMIC_SHARED or (img.family in DYNAMIC_WHERE_GIVEN and img.shared_bytes):
         assert info.static_shared == 0 and img.shared_bytes <= HOPPER_SHARED_LIMIT
     else:
         assert info.static_shared <= STATIC_SHARED_LIMIT
@@ -60,6 +62,26 @@ def test_the_attention_keeps_its_products_in_flight(img):
     listing = run_nvdisasm(nvrtc.compile_image(img, "sm_90"))
     products, waits = listing.count("HGMMA."), listing.count("WARPGROUP.DEPBAR")
     assert products >= 8 and waits < products / 2, f"{waits} waits for {products} warpgroup products"
+
+
+# the most shared memory a block may take on sm_86
+AMPERE_SHARED_LIMIT = 99 * 1024
+
+
+@pytest.mark.parametrize("family", ["layernorm-backward", "layernorm-backward-add"])
+@pytest.mark.parametrize("rows,width", [(1024, 512), (8192, 512), (8192, 1024)])
+def test_a_layer_norm_backward_stages_rows_where_the_manifest_gives_them(family, rows, width):
+    """The source and the manifest agree on whether a layer norm backward
+    copies its warps' rows a row ahead into shared memory: where the
+    manifest gives the stages the cubin declares no shared memory of its own
+    (the warps' sums take the stages' first words), elsewhere only those
+    sums; and the stages fit every card (a warp of one row, or stages too
+    wide for sm_86, take none)."""
+    img = image(family, rows=rows, width=width, parts=layernorm_parts(rows), half="binary16")
+    info = kernel_info(nvrtc.compile_image(img, "sm_86"))
+    assert img.shared_bytes <= AMPERE_SHARED_LIMIT
+    assert (img.shared_bytes > 0) == ((rows, width) == (8192, 512))
+    assert info.static_shared == (0 if img.shared_bytes else 2 * width * 4)
 
 
 def test_the_prelude_bakes_the_constants():
