@@ -150,13 +150,13 @@ def _layernorm_stages(arrays: int) -> Callable[[Constants], int]:
     turn, each warp's two stages of `arrays` rows (binary32), the next row
     copied while the warp works on one, if a row is whole rounds of the
     warp's 16-byte copies (128 words) and the stages fit every card's block
-    (96 KB; sm_86 gives 99); none where a warp takes one row. The source
-    decides the same (layernorm-backward.cu's AHEAD)."""
+    (SHARED_LIMIT); none where a warp takes one row. The source decides the
+    same (layernorm-backward.cu's AHEAD)."""
     def shared(c: Constants) -> int:
         warps = _layernorm_warps(c["rows"])
         rows_per_warp = ceil(ceil(c["rows"] / c["parts"]) / warps)
         stages = warps * 2 * arrays * c["width"] * 4
-        return stages if rows_per_warp > 1 and c["width"] % 128 == 0 and stages <= 96 * 1024 else 0
+        return stages if rows_per_warp > 1 and c["width"] % 128 == 0 and stages <= SHARED_LIMIT else 0
     return shared
 
 

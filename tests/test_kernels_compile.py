@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.kernels.manifest import (POINTER, PRODUCT_FAMILIES, STREAMING_ATTENTION, image, layernorm_parts,
-                                      spills_beside_copies, tensor_maps)
+from planner.kernels.manifest import (POINTER, PRODUCT_FAMILIES, SHARED_LIMIT, STREAMING_ATTENTION, image,
+                                      layernorm_parts, spills_beside_copies, tensor_maps)
 from planner.runtime import nvrtc
 from planner.certify.sass.disasm import run_nvdisasm
 from planner.runtime.cubin_info import kernel_info
@@ -64,10 +64,6 @@ def test_the_attention_keeps_its_products_in_flight(img):
     assert products >= 8 and waits < products / 2, f"{waits} waits for {products} warpgroup products"
 
 
-# the most shared memory a block may take on sm_86
-AMPERE_SHARED_LIMIT = 99 * 1024
-
-
 @pytest.mark.parametrize("family", ["layernorm-backward", "layernorm-backward-add"])
 @pytest.mark.parametrize("rows,width", [(1024, 512), (8192, 512), (8192, 1024), (8192, 192)])
 def test_a_layer_norm_backward_stages_rows_where_the_manifest_gives_them(family, rows, width):
@@ -80,7 +76,7 @@ def test_a_layer_norm_backward_stages_rows_where_the_manifest_gives_them(family,
     heads of 64, take none)."""
     img = image(family, rows=rows, width=width, parts=layernorm_parts(rows), half="binary16")
     info = kernel_info(nvrtc.compile_image(img, "sm_86"))
-    assert img.shared_bytes <= AMPERE_SHARED_LIMIT
+    assert img.shared_bytes <= SHARED_LIMIT
     assert (img.shared_bytes > 0) == ((rows, width) == (8192, 512))
     assert info.static_shared == (0 if img.shared_bytes else 2 * width * 4)
 
