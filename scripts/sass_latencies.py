@@ -9,7 +9,8 @@ parameter (the uniform datapath), once overwriting each step's input and once
 keeping it live.  Pattern kernels add what chains cannot provoke: unrolled
 shared-memory loads, slow paths of division and square root, 64-bit row
 offsets, tensor-core chains, cp.async pipelines, local arrays, a lane's
-election, a warp's shared loads read behind its shuffles.
+election, a warp's shared loads read behind its shuffles, a half C's
+stores between the shuffles that pair its words.
 
 Following one path from every producer to its first reader, this script
 reads, per architecture:
@@ -537,6 +538,7 @@ ROPE_PATTERN = Path(__file__).resolve().parent / "sass_pattern_rope.cu"
 ROPE_OPTIONS = ["-std=c++17", "--maxrregcount=64"]
 LAYERNORM_PATTERN = Path(__file__).resolve().parent / "sass_pattern_layernorm.cu"
 LAYERNORM_OPTIONS = ["-std=c++17", "-default-device", "--maxrregcount=128"]
+STORE_PATTERN = Path(__file__).resolve().parent / "sass_pattern_store.cu"
 
 
 def compile_cubin(text: str, arch: str) -> bytes:
@@ -550,7 +552,8 @@ def corpus_functions(arch: str) -> dict[str, Function]:
     rope = compile_source(ROPE_PATTERN.read_text(), ROPE_PATTERN.name, [f"-arch={arch}", *ROPE_OPTIONS])
     norms = [compile_source(LAYERNORM_PATTERN.read_text(), LAYERNORM_PATTERN.name,
                             [f"-arch={arch}", f"-DLAYERNORM_ADD={add}", *LAYERNORM_OPTIONS]) for add in (0, 1)]
-    out = disassemble(compile_cubin(source(), arch)) | disassemble(attention) | disassemble(rope)
+    store = compile_source(STORE_PATTERN.read_text(), STORE_PATTERN.name, [f"-arch={arch}", "-std=c++17"])
+    out = disassemble(compile_cubin(source(), arch)) | disassemble(attention) | disassemble(rope) | disassemble(store)
     for cubin in norms:
         out |= disassemble(cubin)
     return out

@@ -261,6 +261,24 @@ def test_loads_read_their_operands_in_issue_order_as_ptxas_relies():
     assert report.findings and all("read-barrier" in f.text() and "LDG" in f.text() for f in report.findings)
 
 
+def test_stores_read_their_operands_in_issue_order_with_shuffles_as_ptxas_relies():
+    """A half C's epilogue (scripts/sass_pattern_store.cu, the words of a
+    pair of lanes traded by a shuffle, then stored): on sm_90 ptxas lets the
+    next pair's shuffle overwrite a register an earlier store's read barrier
+    still protects. With the model's operand-order class of stores and
+    shuffles the schedule passes; without it the overwrite is refused."""
+    pattern = Path(__file__).resolve().parents[1] / "scripts" / "sass_pattern_store.cu"
+    cubin = compile_source(pattern.read_text(), pattern.name, ["-arch=sm_90", "-std=c++17"])
+    model = default_model()
+    assert check_cubin(cubin, "sm_90").status == "pass"
+    arch = model.arch("sm_90")
+    without = replace(arch, operand_order=tuple(c for c in arch.operand_order if "STG" not in c))
+    unordered = replace(model, archs={**model.archs, "sm_90": without}, digest="stores unordered")
+    report = check_cubin(cubin, "sm_90", unordered)
+    assert report.findings and all(f.kind == "read-barrier" and f.producer_text.startswith("STG")
+                                   and f.consumer_text.startswith("SHFL") for f in report.findings)
+
+
 LAYERNORM_PATTERN = Path(__file__).resolve().parents[1] / "scripts" / "sass_pattern_layernorm.cu"
 
 
