@@ -122,6 +122,16 @@ static_assert((K / BLOCK_K) % (K_GROUPS * SPLIT) == 0, "the K groups and blocks 
 constexpr int STEPS = K / BLOCK_K / K_GROUPS / SPLIT;  // each group's
 constexpr int TILE_STEPS = STEPS * K_GROUPS;  // a block's steps of a tile (the copying warpgroup's)
 constexpr int TILES_ALONG_N = N / BLOCK_N, TILES = M / BLOCK_M * TILES_ALONG_N;  // C's tiles, N fastest
+// C's elements: binary32, or (tiled-half, tiled-gated, tiled-rope, tiled-heads) rounded to the half format
+#if defined(IMAGE_FAMILY_TILED_HALF) || defined(IMAGE_FAMILY_TILED_GATED) || defined(IMAGE_FAMILY_TILED_ROPE) || \
+    defined(IMAGE_FAMILY_TILED_HEADS)
+#define HALF_C 1
+typedef HALF C_ELEMENT;
+#else
+#define HALF_C 0
+typedef float C_ELEMENT;
+#endif
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr bool ALTERNATING = WGMMA == 3;  // the warpgroups take tiles in turn
 constexpr bool IN_TURNS = WGMMA == 2 && K_GROUPS > 1;  // the warpgroups take a tile's K steps in turn
@@ -132,8 +142,11 @@ constexpr int RELEASING_WARPS = ALTERNATING || IN_TURNS ? 4 : GROUP_THREADS / 32
 // warpgroup, which needs few, hands its registers to the multiplying ones
 // (setmaxnreg: 24 and 240 a thread. The block keeps the registers it was
 // launched with, 168 a thread, 64512 in all: asking for more than it holds,
-// setmaxnreg.inc would wait for ever)
-constexpr bool HANDS_REGISTERS = WGMMA == 2 && BLOCK_N == 256;
+// setmaxnreg.inc would wait for ever). So too where the warpgroups take
+// tiles of 128 x 128 in turn, each a whole tile's sums, and round C to the
+// half format: pairing its words (store_tile_words_at) took 8 bytes of local
+// memory beyond 168 registers (rc-m8192-n1408-k512-half on tile 41)
+constexpr bool HANDS_REGISTERS = (WGMMA == 2 && BLOCK_N == 256) || (WGMMA == 3 && HALF_C);
 static_assert(!HANDS_REGISTERS || (BLOCK_M == 128 && K_GROUPS == 1), "two multiplying warpgroups and the copying one");
 #else
 constexpr bool TENSOR_COPIES = false;
@@ -350,16 +363,6 @@ struct ByHead {
 static_assert(RESIDUAL == 0, "tiled adds no residual");
 #define EPILOGUE_PARAMETER
 #define EPILOGUE_ARGUMENT
-#endif
-
-// C's elements: binary32, or (tiled-half, tiled-gated, tiled-rope, tiled-heads) rounded to the half format
-#if defined(IMAGE_FAMILY_TILED_HALF) || defined(IMAGE_FAMILY_TILED_GATED) || defined(IMAGE_FAMILY_TILED_ROPE) || \
-    defined(IMAGE_FAMILY_TILED_HEADS)
-#define HALF_C 1
-typedef HALF C_ELEMENT;
-#else
-#define HALF_C 0
-typedef float C_ELEMENT;
 #endif
 
 // TENSOR_STORE (sm_90a): each multiplying warpgroup leaves its 64 rows of a
