@@ -245,19 +245,26 @@ def test_shuffles_retire_in_order_as_ptxas_relies(cubins):
     assert all("SHFL" in f.text() for f in report.findings)
 
 
+def _sm90_pattern_without_class(name: str, options: list[str], member: str):
+    """The sm_90 cubin of the pattern kernel scripts/`name` (which passes
+    with the model as mined), and its report with the operand-order class
+    holding `member` dropped from the model."""
+    pattern = Path(__file__).resolve().parents[1] / "scripts" / name
+    cubin = compile_source(pattern.read_text(), pattern.name, ["-arch=sm_90", *options])
+    assert check_cubin(cubin, "sm_90").status == "pass"
+    model = default_model()
+    arch = model.arch("sm_90")
+    without = replace(arch, operand_order=tuple(c for c in arch.operand_order if member not in c))
+    return check_cubin(cubin, "sm_90", replace(model, archs={**model.archs, "sm_90": without},
+                                               digest=f"{member} unordered"))
+
+
 def test_loads_read_their_operands_in_issue_order_as_ptxas_relies():
     """The rotary embedding's pattern (scripts/sass_pattern_rope.cu): ptxas
     lets a later global load overwrite an address register an earlier
     load's read barrier still protects. With the model's operand-order class
     the sm_90 schedule passes; without it the overwrite is refused."""
-    pattern = Path(__file__).resolve().parents[1] / "scripts" / "sass_pattern_rope.cu"
-    cubin = compile_source(pattern.read_text(), pattern.name, ["-arch=sm_90", "-std=c++17", "--maxrregcount=64"])
-    model = default_model()
-    assert check_cubin(cubin, "sm_90").status == "pass"
-    arch = model.arch("sm_90")
-    without = replace(arch, operand_order=tuple(c for c in arch.operand_order if "LDG" not in c))
-    unordered = replace(model, archs={**model.archs, "sm_90": without}, digest="loads unordered")
-    report = check_cubin(cubin, "sm_90", unordered)
+    report = _sm90_pattern_without_class("sass_pattern_rope.cu", ["-std=c++17", "--maxrregcount=64"], "LDG")
     assert report.findings and all("read-barrier" in f.text() and "LDG" in f.text() for f in report.findings)
 
 
@@ -267,14 +274,7 @@ def test_stores_read_their_operands_in_issue_order_with_shuffles_as_ptxas_relies
     next pair's shuffle overwrite a register an earlier store's read barrier
     still protects. With the model's operand-order class of stores and
     shuffles the schedule passes; without it the overwrite is refused."""
-    pattern = Path(__file__).resolve().parents[1] / "scripts" / "sass_pattern_store.cu"
-    cubin = compile_source(pattern.read_text(), pattern.name, ["-arch=sm_90", "-std=c++17"])
-    model = default_model()
-    assert check_cubin(cubin, "sm_90").status == "pass"
-    arch = model.arch("sm_90")
-    without = replace(arch, operand_order=tuple(c for c in arch.operand_order if "STG" not in c))
-    unordered = replace(model, archs={**model.archs, "sm_90": without}, digest="stores unordered")
-    report = check_cubin(cubin, "sm_90", unordered)
+    report = _sm90_pattern_without_class("sass_pattern_store.cu", ["-std=c++17"], "STG")
     assert report.findings and all(f.kind == "read-barrier" and f.producer_text.startswith("STG")
                                    and f.consumer_text.startswith("SHFL") for f in report.findings)
 
