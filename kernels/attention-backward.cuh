@@ -69,11 +69,21 @@ __device__ __forceinline__ void key_walk(const Inputs& in, HALF* d_k, HALF* d_v,
   KeyStages& stages = *reinterpret_cast<KeyStages*>(part_halves);  // the part's
   const int walk = steps > part ? (steps - 1 - part) / PARTS + 1 : 0;  // the part's steps part, part + PARTS, ...
 
-  // step i: query head g GROUP + i / query_tiles, query tile tile + i % query_tiles
-  auto copy_step = [&](int n) {
-    const int i = part + n * PARTS, buffer = n & 1;
-    const int h = g * GROUP + i / query_tiles, s = (tile + i % query_tiles) * TILE;
-    const size_t rows = static_cast<size_t>(b * HEADS + h) * SEQ + s;
+  // step i: query head g GROUP + i / query_tiles, query tile tile + i %
+  // query_tiles, kept as that pair and moved PARTS steps on at a time rather
+  // than divided out at each step
+  struct Step {
+    int head, tile;  // in the group; from the key tile's
+  };
+  auto advance = [&](Step& at, int by) {
+    at.tile += by;
+    while (at.tile >= query_tiles) at.tile -= query_tiles, ++at.head;
+  };
+  Step now{0, 0};  // the step the walk is at
+  advance(now, part);
+  auto copy_step = [&](int n, const Step& at) {
+    const int buffer = n & 1;
+    const size_t rows = static_cast<size_t>(b * HEADS + g * GROUP + at.head) * SEQ + (tile + at.tile) * TILE;
     copy_tile(stages.queries[buffer], in.q + rows * HEAD, HEAD, thread);
     copy_tile(stages.gradients[buffer], in.d_out + rows * HEAD, HEAD, thread);
     if (thread < TILE / 4) {
@@ -89,7 +99,7 @@ __device__ __forceinline__ void key_walk(const Inputs& in, HALF* d_k, HALF* d_v,
   if (walk > 0) {
     fk = own_rows(own, in.k + kv_plane, tile, thread);
     fv = own_rows(own + TILE_HALVES, in.v + kv_plane, tile, thread);
-    copy_step(0);
+    copy_step(0, now);
   }
 
   float dk[8][4], dv[8][4];
@@ -104,9 +114,10 @@ __device__ __forceinline__ void key_walk(const Inputs& in, HALF* d_k, HALF* d_v,
     // (step n - 1's d_v and d_k products, in flight until here, have read
     // its tiles)
     begin_step(part);
-    if (n + 1 < walk) copy_step(n + 1);
+    const bool diagonal = now.tile == 0;
+    advance(now, PARTS);
+    if (n + 1 < walk) copy_step(n + 1, now);
     const int buffer = n & 1;
-    const bool diagonal = (part + n * PARTS) % query_tiles == 0;
 
     float s[8][4], dp[8][4];
     multiply_rows(s, fk, stages.queries[buffer]);     // S^T = K Q^T

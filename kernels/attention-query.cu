@@ -5,7 +5,7 @@
 // query tile walks every key tile: the longest walks first.
 #include "attention-backward.cuh"
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, RESIDENT_BLOCKS(4))
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v,
       const HALF* __restrict__ d_out, const float* __restrict__ log_sum_exp, const float* __restrict__ row_terms,
       HALF* __restrict__ d_q, const float* __restrict__ cosine, const float* __restrict__ sine, float stream_scale,

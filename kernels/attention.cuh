@@ -43,7 +43,8 @@ static_assert(SEQ % TILE == 0 && HEADS % KV_HEADS == 0, "whole tiles and whole g
 // many waves of them: on sm_90a an image asks the compiler for as few
 // registers as that takes (the walks are latency-bound, and another block's
 // walk fills a block's waits: the key launch at 8 x 1024, three blocks
-// instead of two, 54.8 -> 52.0 us). Blocks of two parts take a
+// instead of two, 54.8 -> 52.0 us; the query launch, four instead of three,
+// the update 9.379 -> 9.335 ms). Blocks of two parts take a
 // multiprocessor's registers each; other cards' mma.sync walks keep the
 // registers they take.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -86,12 +87,15 @@ __device__ __forceinline__ int place(int row, int column) {
 
 // rows [0, 64) of a tile whose rows lie `stride` halves apart in global
 // memory, copied by a part's threads (thread: the index in the part)
+// (a thread's chunks lie 16 rows apart, in the same swizzled column, so one
+// address each side and constant steps serve them all)
 __device__ __forceinline__ void copy_tile(HALF* tile, const HALF* from, size_t stride, int thread) {
+  constexpr int ROWS = PART_THREADS / 8;  // rows a pass of the part's threads copies
+  const int row = thread / 8, column = (thread % 8) * 8;
+  HALF* const to = tile + place(row, column);
+  from += row * stride + column;
 #pragma unroll
-  for (int i = 0; i < TILE_HALVES / 8 / PART_THREADS; ++i) {
-    const int chunk = thread + i * PART_THREADS, row = chunk / 8, column = (chunk % 8) * 8;
-    copy_async(tile + place(row, column), from + row * stride + column);
-  }
+  for (int i = 0; i < TILE / ROWS; ++i) copy_async(to + i * ROWS * HEAD, from + i * ROWS * stride);
 }
 
 // A part's HALVES halves of stages: a block of one part keeps them in static
@@ -146,10 +150,15 @@ __device__ __forceinline__ void load_rows(unsigned (&a)[4][4], const HALF* plane
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // A tile as a wgmma operand: 128-byte rows, 8 of them (1024 bytes) a group,
-// 128-byte swizzled; as columns (MN-major) one 64-wide block of them
-__device__ __forceinline__ unsigned long long tile_matrix(const HALF* p) {
-  return matrix(p, TILE_HALVES * sizeof(HALF), 1024, SWIZZLE_128);
+// 128-byte swizzled; as columns (MN-major) one 64-wide block of them. Only
+// the descriptor's low word (the start address, the leading offset) varies
+// from tile to tile: the products take it alone and set the constant high
+// word (the stride, the swizzle) in their own PTX, so that a walk's
+// descriptor arithmetic is 32-bit.
+__device__ __forceinline__ unsigned tile_matrix(const HALF* p) {
+  return static_cast<unsigned>(matrix(p, TILE_HALVES * sizeof(HALF), 1024, SWIZZLE_128));
 }
+#define TILE_MATRIX_HIGH "0x4000004000000000"  // (1024 >> 4) << 32 | SWIZZLE_128 << 62
 
 // this warp's 16 rows of the warpgroup's 64 x 64 sums d, as asm operands
 #define WARPGROUP_SUMS(d, how)                                                                                     \
@@ -158,37 +167,45 @@ __device__ __forceinline__ unsigned long long tile_matrix(const HALF* p) {
       how(d[3][3]), how(d[4][0]), how(d[4][1]), how(d[4][2]), how(d[4][3]), how(d[5][0]), how(d[5][1]),           \
       how(d[5][2]), how(d[5][3]), how(d[6][0]), how(d[6][1]), how(d[6][2]), how(d[6][3]), how(d[7][0]),           \
       how(d[7][1]), how(d[7][2]), how(d[7][3])
-#define WARPGROUP_PRODUCT(a, rest)                                                                       \
-  "wgmma.mma_async.sync.aligned.m64n64k16" WGMMA_TYPES " "                                                \
+// the descriptor (a .b64 register) of the tile whose low word is operand `low`
+#define TILE_DESCRIPTOR(name, low) "cvt.u64.u32 " name ", " low ";\n or.b64 " name ", " name ", " TILE_MATRIX_HIGH ";\n"
+#define WARPGROUP_PRODUCT(setup, a, rest)                                                                 \
+  "{\n .reg .b64 a, b;\n" setup "wgmma.mma_async.sync.aligned.m64n64k16" WGMMA_TYPES " "                 \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"     \
-  "%26,%27,%28,%29,%30,%31}, " a ", " rest ";"
+  "%26,%27,%28,%29,%30,%31}, " a ", b, " rest ";\n}"
 
 // d (the warpgroup's 64 x 64, this warp's 16 rows) = a (16 x 16, registers)
-// times B (16 x 64) in shared memory, plus d where ADD, K-major (COLUMNS 0) or
-// MN-major (1); without ADD d's values are not read, so need not be set
+// times B (16 x 64) in shared memory (b: its descriptor's low word), plus d
+// where ADD, K-major (COLUMNS 0) or MN-major (1); without ADD d's values are
+// not read, so need not be set
 template <int COLUMNS, bool ADD>
-__device__ __forceinline__ void warpgroup_product(float (&d)[8][4], const unsigned (&a)[4], unsigned long long b) {
+__device__ __forceinline__ void warpgroup_product(float (&d)[8][4], const unsigned (&a)[4], unsigned b) {
   if constexpr (ADD) {
-    asm volatile(WARPGROUP_PRODUCT("{%32,%33,%34,%35}", "%36, 1, 1, 1, %37") : WARPGROUP_SUMS(d, "+f")
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(COLUMNS));
+    asm volatile(WARPGROUP_PRODUCT(TILE_DESCRIPTOR("b", "%36"), "{%32,%33,%34,%35}", "1, 1, 1, %37")
+                 : WARPGROUP_SUMS(d, "+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b), "n"(COLUMNS));
   } else {
-    asm volatile(WARPGROUP_PRODUCT("{%32,%33,%34,%35}", "%36, 0, 1, 1, %37") : WARPGROUP_SUMS(d, "=f")
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(COLUMNS));
+    asm volatile(WARPGROUP_PRODUCT(TILE_DESCRIPTOR("b", "%36"), "{%32,%33,%34,%35}", "0, 1, 1, %37")
+                 : WARPGROUP_SUMS(d, "=f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b), "n"(COLUMNS));
   }
 }
 
-// the same with A (64 x 16) in shared memory too, both K-major
+// the same with A (64 x 16) in shared memory too (a: its descriptor's low
+// word), both K-major
 template <int COLUMNS, bool ADD>
-__device__ __forceinline__ void warpgroup_product(float (&d)[8][4], unsigned long long a, unsigned long long b) {
+__device__ __forceinline__ void warpgroup_product(float (&d)[8][4], unsigned a, unsigned b) {
   static_assert(COLUMNS == 0, "a shared A multiplies rows");
   if constexpr (ADD) {
-    asm volatile(WARPGROUP_PRODUCT("%32", "%33, 1, 1, 1, 0, 0") : WARPGROUP_SUMS(d, "+f") : "l"(a), "l"(b));
+    asm volatile(WARPGROUP_PRODUCT(TILE_DESCRIPTOR("a", "%32") TILE_DESCRIPTOR("b", "%33"), "a", "1, 1, 1, 0, 0")
+                 : WARPGROUP_SUMS(d, "+f") : "r"(a), "r"(b));
   } else {
-    asm volatile(WARPGROUP_PRODUCT("%32", "%33, 0, 1, 1, 0, 0") : WARPGROUP_SUMS(d, "=f") : "l"(a), "l"(b));
+    asm volatile(WARPGROUP_PRODUCT(TILE_DESCRIPTOR("a", "%32") TILE_DESCRIPTOR("b", "%33"), "a", "0, 1, 1, 0, 0")
+                 : WARPGROUP_SUMS(d, "=f") : "r"(a), "r"(b));
   }
 }
 #undef WARPGROUP_SUMS
 #undef WARPGROUP_PRODUCT
+#undef TILE_DESCRIPTOR
+#undef TILE_MATRIX_HIGH
 
 // A block's own 64 rows (queries, keys) as the A operand of products with
 // tiles of the other side: on sm_90a a tile in the part's shared memory (the
@@ -198,21 +215,30 @@ struct OwnRows {
   const HALF* tile;
 };
 
+// A k-slice's descriptor from its tile's: the slice's offset in 16-byte units
+// added to the start address field (K-major: 16 k are 32 bytes along the
+// rows; MN-major: 16 rows down, 2048 bytes). A tile lies below 256 KB, so
+// the sum stays inside the 14-bit field. (Built from each slice's address,
+// the descriptors cost more instructions a step than this addition.)
+template <int COLUMNS>
+__device__ __forceinline__ unsigned slice_matrix(unsigned tile, int k) {
+  return tile + (COLUMNS ? 16 * HEAD : 16) * k * sizeof(HALF) / 16;
+}
+
 // A's k-slice k (16 columns) as wgmma takes it
 __device__ __forceinline__ const unsigned (&a_slice(const unsigned (&a)[4][4], int k))[4] { return a[k]; }
-__device__ __forceinline__ unsigned long long a_slice(const OwnRows& a, int k) { return tile_matrix(a.tile + 16 * k); }
+__device__ __forceinline__ unsigned a_slice(const OwnRows& a, int k) { return tile_matrix(a.tile + 16 * k); }
 
 // acc (+)= A (16 x 64 a warp) times the tile, four k-slices of 16, the first
 // adding to acc where ADD, left in flight: the registers of A and acc, and
 // the tiles, are the products' until await_products
 template <int COLUMNS, bool ADD, typename A>
 __device__ __forceinline__ void multiply_tile(float (&acc)[8][4], const A& a, const HALF* tile) {
+  const unsigned b = tile_matrix(tile);
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-  // K-major: 16 k are 32 bytes along the rows; MN-major: 16 rows down
-  warpgroup_product<COLUMNS, ADD>(acc, a_slice(a, 0), tile_matrix(tile));
+  warpgroup_product<COLUMNS, ADD>(acc, a_slice(a, 0), b);
 #pragma unroll
-  for (int k = 1; k < 4; ++k)
-    warpgroup_product<COLUMNS, true>(acc, a_slice(a, k), tile_matrix(tile + (COLUMNS ? 16 * HEAD : 16) * k));
+  for (int k = 1; k < 4; ++k) warpgroup_product<COLUMNS, true>(acc, a_slice(a, k), slice_matrix<COLUMNS>(b, k));
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
 
