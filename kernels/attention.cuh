@@ -225,7 +225,10 @@ __device__ __forceinline__ unsigned slice_matrix(unsigned tile, int k) {
   return tile + (COLUMNS ? 16 * HEAD : 16) * k * sizeof(HALF) / 16;
 }
 
-// A's k-slice k (16 columns) as wgmma takes it
+// A's k-slice k (16 columns) as wgmma takes it. The own rows' slices are
+// built from their addresses: with slice_matrix (hoisted out of the walk as
+// 64-bit descriptors) the key walk needed local memory at 168 registers,
+// and with it as 32-bit words the walks' machine code changes, untimed.
 __device__ __forceinline__ const unsigned (&a_slice(const unsigned (&a)[4][4], int k))[4] { return a[k]; }
 __device__ __forceinline__ unsigned a_slice(const OwnRows& a, int k) { return tile_matrix(a.tile + 16 * k); }
 

@@ -539,6 +539,7 @@ ROPE_OPTIONS = ["-std=c++17", "--maxrregcount=64"]
 LAYERNORM_PATTERN = Path(__file__).resolve().parent / "sass_pattern_layernorm.cu"
 LAYERNORM_OPTIONS = ["-std=c++17", "-default-device", "--maxrregcount=128"]
 STORE_PATTERN = Path(__file__).resolve().parent / "sass_pattern_store.cu"
+STORE_OPTIONS = ["-std=c++17"]
 
 
 def compile_cubin(text: str, arch: str) -> bytes:
@@ -552,7 +553,7 @@ def corpus_functions(arch: str) -> dict[str, Function]:
     rope = compile_source(ROPE_PATTERN.read_text(), ROPE_PATTERN.name, [f"-arch={arch}", *ROPE_OPTIONS])
     norms = [compile_source(LAYERNORM_PATTERN.read_text(), LAYERNORM_PATTERN.name,
                             [f"-arch={arch}", f"-DLAYERNORM_ADD={add}", *LAYERNORM_OPTIONS]) for add in (0, 1)]
-    store = compile_source(STORE_PATTERN.read_text(), STORE_PATTERN.name, [f"-arch={arch}", "-std=c++17"])
+    store = compile_source(STORE_PATTERN.read_text(), STORE_PATTERN.name, [f"-arch={arch}", *STORE_OPTIONS])
     out = disassemble(compile_cubin(source(), arch)) | disassemble(attention) | disassemble(rope) | disassemble(store)
     for cubin in norms:
         out |= disassemble(cubin)
