@@ -1,50 +1,13 @@
-// loss[t] = ln sum_j exp(logits[t][j]) - correct[t], a block per row: the row's
-// maximum, then sum_j 2^((x_j - max) log2e), then max + log2(sum) ln2. Both
-// reductions run in a fixed order (each thread its stride of the row, then
-// the block tree). Where the block's threads divide the row's quads into at
-// most HELD_QUADS each, the row is read once, each thread holding its
-// stride between the two reductions (read twice, the second time mostly
-// from DRAM at 8 x 1024, the launch took 146 us on the H200); else it is
-// read again for the sum. The same additions either way.
-#include "common.cuh"
+// loss[t] = ln sum_j exp(logits[t][j]) - correct[t], a block per row
+// (cross-entropy.cuh).
+#include "cross-entropy.cuh"
 
-constexpr int THREADS = BLOCK;
-constexpr int QUADS = VOCAB / 4;
-constexpr int HELD_QUADS = 16;
-constexpr bool HELD = QUADS % THREADS == 0 && QUADS / THREADS <= HELD_QUADS;
-constexpr int PER_THREAD = HELD ? QUADS / THREADS : 1;
-static_assert(VOCAB % 4 == 0, "rows are whole float4s");
-
-__device__ __forceinline__ float quad_max(float top, float4 v) {
-  return fmaxf(top, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
-}
-
-__device__ __forceinline__ float quad_sum(float sum, float4 v, float top, float log2e) {
-  return sum + (exp2f((v.x - top) * log2e) + exp2f((v.y - top) * log2e) + exp2f((v.z - top) * log2e) +
-                exp2f((v.w - top) * log2e));
-}
-
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(BLOCK)
 image(float* __restrict__ loss, const float* __restrict__ logits, const float* __restrict__ correct, float log2e,
       float ln2) {
   await_previous_launch();
-  __shared__ float scratch[THREADS / 32];
-  const float4* row = reinterpret_cast<const float4*>(logits + static_cast<size_t>(blockIdx.x) * VOCAB);
-  float top = -__int_as_float(0x7f800000), sum = 0.0f;
-  if constexpr (HELD) {
-    float4 v[PER_THREAD];
-#pragma unroll
-    for (int k = 0; k < PER_THREAD; ++k) v[k] = row[threadIdx.x + k * THREADS];
-#pragma unroll
-    for (int k = 0; k < PER_THREAD; ++k) top = quad_max(top, v[k]);
-    top = block_max(top, scratch);
-#pragma unroll
-    for (int k = 0; k < PER_THREAD; ++k) sum = quad_sum(sum, v[k], top, log2e);
-  } else {
-    for (int i = threadIdx.x; i < QUADS; i += THREADS) top = quad_max(top, row[i]);
-    top = block_max(top, scratch);
-    for (int i = threadIdx.x; i < QUADS; i += THREADS) sum = quad_sum(sum, row[i], top, log2e);
-  }
-  sum = block_sum(sum, scratch);
-  if (threadIdx.x == 0) loss[blockIdx.x] = (top + log2f(sum) * ln2) - correct[blockIdx.x];
+  float4 held[PER_THREAD];
+  const float l = row_loss(reinterpret_cast<const float4*>(logits + static_cast<size_t>(blockIdx.x) * VOCAB), held,
+                           correct[blockIdx.x], log2e, ln2);
+  if (threadIdx.x == 0) loss[blockIdx.x] = l;
 }

@@ -399,8 +399,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: (c["rows"], 1, 1),
            lambda c, s: {"loss": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "correct": c["rows"] * 4},
            registers=64, constants=("rows", "vocab")),
+    # the loss too, from the same reading of the row (the update's: the
+    # seed's cross-entropy and cross-entropy backward in one launch)
     Family("cross-entropy-backward", _args(
-        "gradient:w logits:r loss:r correct:r targets:r log2e:f32 gradient_scale:f32"),
+        "gradient:w loss:w logits:r correct:r targets:r log2e:f32 ln2:f32 gradient_scale:f32"),
         _fixed(256), lambda c, s: (c["rows"], 1, 1),
         lambda c, s: {"gradient": c["rows"] * c["vocab"] * HALF_BYTES, "logits": c["rows"] * c["vocab"] * 4,
                       "loss": c["rows"] * 4, "correct": c["rows"] * 4, "targets": c["rows"] * 4},

@@ -152,12 +152,12 @@ def expected_counts(config) -> dict[str, int]:
     per_bank = ceil(elements / MAXIMUM_ELEMENTS)
     # gather; 7 a layer (the rotary turn and the gated activation in their products); norm, logits, last row
     forward = 1 + 7 * L + 3
-    # loss; its gradient (in the half format); the output's two products and
+    # loss (its gradient, in the half format, in its cross-entropy's launch); the output's two products and
     # layer norm backward (sums, parameters); 15 a layer (the inverse rotary
     # turn in the attention backward's store, the context's gradient by head
     # with the row terms in its product), 14 where the attention backward is
     # one launch; ids' copy, scatter
-    backward = 3 + 1 + 4 + (13 + backward_launches(s)) * L + 2
+    backward = 3 + 4 + (13 + backward_launches(s)) * L + 2
     transfer = _pieces(3 * lay.parameter_bytes, r.staging_bytes, lay.parameter_bytes, r.copy_piece_bytes)
     return {
         "initialize": 4 * per_bank + (4 * L + 2) + (1 + 5 * L),   # draws and zeros; gains and shifts; recast

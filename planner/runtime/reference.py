@@ -279,11 +279,13 @@ def _cross_entropy(c, x, s):
 
 
 def _cross_entropy_backward(c, x, s):
+    """The loss, and the logits' gradient from it."""
     z = _f64(_logits(c, x))
-    lse = _f64(x["loss"]) + _f64(x["correct"])
+    lse = _log_sum_exp(z)
     p = np.exp(z - lse[:, None])
     p[np.arange(c["rows"]), x["targets"]] -= 1.0
-    return {"gradient": (p * np.float64(np.float32(s["gradient_scale"]))).reshape(-1)}
+    return {"gradient": (p * np.float64(np.float32(s["gradient_scale"]))).reshape(-1),
+            "loss": lse - _f64(x["correct"])}
 
 
 def _embedding_scatter(c, x, s):
@@ -418,7 +420,7 @@ REFERENCES: dict[str, Reference] = {
                                      "sine": F32}, _attention_backward),
     "loss-target-gather": Reference({"correct": F32, "logits": F32, "targets": I32}, _loss_target_gather),
     "cross-entropy": Reference({"loss": F32, "logits": F32, "correct": F32}, _cross_entropy),
-    "cross-entropy-backward": Reference({"gradient": HALF, "logits": F32, "loss": F32, "correct": F32,
+    "cross-entropy-backward": Reference({"gradient": HALF, "loss": F32, "logits": F32, "correct": F32,
                                          "targets": I32}, _cross_entropy_backward),
     "embedding-scatter": Reference({"gradient": F32, "dy": F32, "ids": I32}, _embedding_scatter),
     "adamw": Reference({"parameters": F32, "gradients": F32, "first_moments": F32, "second_moments": F32,

@@ -406,17 +406,27 @@ def prediction(b: Builder) -> None:
                                                       "in": row_logits})
 
 
-def loss_forward(b: Builder) -> None:
+def loss_forward(b: Builder, gradient: Where | None = None) -> None:
     """cgLossForward: each row's target logit, its cross-entropy, and the
-    rows to window 0 of the loss block."""
+    rows to window 0 of the loss block. With `gradient` (the update's), the
+    cross-entropy backward takes the loss and the logits' gradient in the
+    half format there from one reading of the logits (the seed's
+    cross-entropy, and its cross-entropy backward in the backward's first
+    phase, each read them whole)."""
     s, lay, c = b.config.shape, b.layout, b.constants
     T, V = s.tokens, s.vocab
     with b.phase(OUTPUT):
         b.launch(image("loss-target-gather", rows=T, vocab=V),
                  {"correct": lay.at("correct"), "logits": lay.at("logits"), "targets": lay.at("input-targets")})
-        b.launch(image("cross-entropy", rows=T, vocab=V),
-                 {"loss": lay.at("loss"), "logits": lay.at("logits"), "correct": lay.at("correct")},
-                 log2e=c.log2e, ln2=c.ln2)
+        if gradient is None:
+            b.launch(image("cross-entropy", rows=T, vocab=V),
+                     {"loss": lay.at("loss"), "logits": lay.at("logits"), "correct": lay.at("correct")},
+                     log2e=c.log2e, ln2=c.ln2)
+        else:
+            b.launch(image("cross-entropy-backward", rows=T, vocab=V, half=_half(b.config)),
+                     {"gradient": gradient, "loss": lay.at("loss"), "logits": lay.at("logits"),
+                      "correct": lay.at("correct"), "targets": lay.at("input-targets")},
+                     log2e=c.log2e, ln2=c.ln2, gradient_scale=c.loss_gradient_scale)
         copy(b, lay.at("result-diagnostics"), lay.at("loss"), T)
 
 
@@ -498,16 +508,11 @@ def backward(b: Builder) -> None:
     s, lay, c = b.config.shape, b.layout, b.constants
     T, W, V = s.tokens, s.width, s.vocab
     at = lay.at
-    loss_forward(b)
     # the logits' gradient in the half format, in the first half of the
     # binary32 plane the seed gives it: the seed's cast-down of it into a
     # plane of the next phase is not made (the products read it here)
     gradient = at("logits-gradient")
-    with b.phase(OUTPUT):
-        b.launch(image("cross-entropy-backward", rows=T, vocab=V, half=_half(b.config)),
-                 {"gradient": gradient, "logits": at("logits"), "loss": at("loss"),
-                  "correct": at("correct"), "targets": at("input-targets")},
-                 log2e=c.log2e, gradient_scale=c.loss_gradient_scale)
+    loss_forward(b, gradient)
     with b.phase(OUTPUT_GRADIENT):
         tiled(b, "c", "c", V, W, T, lay.bank("gradients", "embedding"), gradient, at("final-half"))
         tiled(b, "r", "c", T, W, V, at("final-gradient"), gradient, lay.half("embedding"))
