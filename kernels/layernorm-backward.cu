@@ -1,5 +1,6 @@
 // From the forward's statistics {mean, rstd}: x_hat = (x - mean) rstd,
 // g = dy gamma, dx = rstd (g - mean(g) - x_hat mean((g - mean(g)) x_hat))
+// (dy in the half format, as the product that makes it rounds it)
 // (epsilon is not needed: rstd is given). x_hat's mean is zero, so the last
 // term is the usual mean(g x_hat); taken after mean(g), the two sums over
 // the row run one after the other (sm_86's ptxas interleaves two
@@ -36,6 +37,7 @@ constexpr int ARRAYS = 3;  // the rows a warp reads: x, dy, residual
 #define RESIDUAL_PARAMETER
 constexpr int ARRAYS = 2;
 #endif
+constexpr int DY = 1;  // dy's row of a stage: half its bytes (the half format) taken
 
 static_assert(WIDTH % 64 == 0, "a lane holds whole pairs of every 64 columns");
 constexpr int WARPS = BLOCK / 32;
@@ -44,13 +46,19 @@ constexpr int ROWS_PER_PART = (ROWS + PARTS - 1) / PARTS;
 constexpr int ROWS_PER_WARP = (ROWS_PER_PART + WARPS - 1) / WARPS;
 // each warp's two stages of ARRAYS rows (the manifest's shared bytes, its
 // _layernorm_stages), where a warp walks rows in turn, a row is whole
-// rounds of the warp's 16-byte copies, and they fit every card's block
-// (the manifest's SHARED_LIMIT, sm_86's 99 KB)
+// rounds of the warp's 16-byte copies (dy's, of halves, too), and they fit
+// every card's block (the manifest's SHARED_LIMIT, sm_86's 99 KB)
 constexpr int STAGE_BYTES = WARPS * 2 * ARRAYS * WIDTH * 4;
-constexpr bool AHEAD = ROWS_PER_WARP > 1 && WIDTH % 128 == 0 && STAGE_BYTES <= 99 * 1024;
+constexpr bool AHEAD = ROWS_PER_WARP > 1 && WIDTH % 256 == 0 && STAGE_BYTES <= 99 * 1024;
+
+// a lane's pair of dy (a word of two halves) as binary32
+__device__ __forceinline__ float2 dy_pair(const unsigned* row, int pair) {
+  const unsigned w = row[pair];
+  return make_float2(low_float(w), high_float(w));
+}
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
-image(float* dx, const float* x, const float* dy, const float* __restrict__ gamma, float* __restrict__ partials,
+image(float* dx, const float* x, const HALF* dy, const float* __restrict__ gamma, float* __restrict__ partials,
       HALF* __restrict__ dx_half, const float* __restrict__ statistics RESIDUAL_PARAMETER, float inverse_width,
       float epsilon) {
   await_previous_launch();
@@ -70,10 +78,11 @@ image(float* dx, const float* x, const float* dy, const float* __restrict__ gamm
     const int t = first + warp + k * WARPS;
     return t < end ? t : first;
   };
+  // the binary32 rows (dy's place, DY, unused)
 #if defined(IMAGE_FAMILY_LAYERNORM_BACKWARD_ADD)
-  const float* const from[ARRAYS] = {x, dy, residual};
+  const float* const from[ARRAYS] = {x, nullptr, residual};
 #else
-  const float* const from[ARRAYS] = {x, dy};
+  const float* const from[ARRAYS] = {x, nullptr};
 #endif
   // the warp's row k into stage k % 2
   const auto copy_row = [&](int k) {
@@ -81,8 +90,12 @@ image(float* dx, const float* x, const float* dy, const float* __restrict__ gamm
     const size_t at = static_cast<size_t>(row_of(k)) * WIDTH;
 #pragma unroll
     for (int a = 0; a < ARRAYS; ++a)
+      if (a != DY)
 #pragma unroll
-      for (int c = 4 * lane; c < WIDTH; c += 128) copy_async(to + a * WIDTH + c, from[a] + at + c);
+        for (int c = 4 * lane; c < WIDTH; c += 128) copy_async(to + a * WIDTH + c, from[a] + at + c);
+#pragma unroll
+    for (int c = 8 * lane; c < WIDTH; c += 256)
+      copy_async(reinterpret_cast<HALF*>(to + DY * WIDTH) + c, dy + at + c);
     copy_commit();
   };
   if constexpr (AHEAD) copy_row(0);
@@ -92,8 +105,10 @@ image(float* dx, const float* x, const float* dy, const float* __restrict__ gamm
     const int t = row_of(k);
     const size_t row = static_cast<size_t>(t) * (WIDTH / 2);  // in pairs
     // the pairs of array a (x, dy, residual) this lane reads: the stage's
-    // copy where the warp walks rows in turn, else the row itself
+    // copy where the warp walks rows in turn, else the row itself (dy's
+    // pairs, words of two halves: in_dy)
     const float2* in[ARRAYS];
+    const unsigned* in_dy;
     if constexpr (AHEAD) {
       __syncwarp();  // every lane is done with row k - 1, whose stage row k + 1 takes
       if (k + 1 < ROWS_PER_WARP) {
@@ -106,9 +121,11 @@ image(float* dx, const float* x, const float* dy, const float* __restrict__ gamm
 #pragma unroll
       for (int a = 0; a < ARRAYS; ++a)
         in[a] = reinterpret_cast<const float2*>(stages + ((warp * 2 + (k & 1)) * ARRAYS + a) * WIDTH);
+      in_dy = reinterpret_cast<const unsigned*>(in[DY]);
     } else {
 #pragma unroll
       for (int a = 0; a < ARRAYS; ++a) in[a] = reinterpret_cast<const float2*>(from[a]) + row;
+      in_dy = reinterpret_cast<const unsigned*>(dy) + row;
     }
     const float2 stats = reinterpret_cast<const float2*>(statistics)[t];
     float2 xh[PAIRS], g[PAIRS];
@@ -121,7 +138,7 @@ image(float* dx, const float* x, const float* dy, const float* __restrict__ gamm
 #pragma unroll
     for (int i = 0; i < PAIRS; ++i) {
       const float2 v = in[0][32 * i + lane];
-      const float2 d = in[1][32 * i + lane];
+      const float2 d = dy_pair(in_dy, 32 * i + lane);
       xh[i] = make_float2((v.x - stats.x) * stats.y, (v.y - stats.x) * stats.y);
       g[i] = make_float2(d.x * gain[i].x, d.y * gain[i].y);
       sum_g += g[i].x;

@@ -147,24 +147,26 @@ def _layernorm_block(c: Constants) -> int:
 
 def _layernorm_stages(arrays: int) -> Callable[[Constants], int]:
     """A layer norm backward's shared memory: where its warps walk rows in
-    turn, each warp's two stages of `arrays` rows (binary32), the next row
-    copied while the warp works on one, if a row is whole rounds of the
-    warp's 16-byte copies (128 words) and the stages fit every card's block
+    turn, each warp's two stages of `arrays` rows (binary32; dy's, in the
+    half format, takes half its row), the next row copied while the warp
+    works on one, if a row is whole rounds of the warp's 16-byte copies (128
+    words; dy's 256 halves) and the stages fit every card's block
     (SHARED_LIMIT); none where a warp takes one row. The source decides the
     same (layernorm-backward.cu's AHEAD)."""
     def shared(c: Constants) -> int:
         warps = _layernorm_warps(c["rows"])
         rows_per_warp = ceil(ceil(c["rows"] / c["parts"]) / warps)
         stages = warps * 2 * arrays * c["width"] * 4
-        return stages if rows_per_warp > 1 and c["width"] % 128 == 0 and stages <= SHARED_LIMIT else 0
+        return stages if rows_per_warp > 1 and c["width"] % 256 == 0 and stages <= SHARED_LIMIT else 0
     return shared
 
 
 def _layernorm_backward_extents(c: Constants, s: Scalars) -> dict[str, int]:
+    """dy in the half format, as the product that makes it rounds it."""
     rows, width = c["rows"], c["width"]
-    return {k: rows * width * 4 for k in ("dx", "x", "dy")} | {
+    return {k: rows * width * 4 for k in ("dx", "x")} | {
         "gamma": width * 4, "statistics": rows * 8, "partials": c["parts"] * 2 * width * 4,
-        "dx_half": rows * width * HALF_BYTES}
+        "dy": rows * width * HALF_BYTES, "dx_half": rows * width * HALF_BYTES}
 
 
 # the rows of C a warpgroup stages in shared memory at once (TENSOR_STORE)

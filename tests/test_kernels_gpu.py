@@ -116,7 +116,7 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
             return x, scalars
         stats = _f32(reference("layernorm-forward", c, x, scalars)["statistics"])
         residual = {"residual": _normal(rng, n)} if f == "layernorm-backward-add" else {}
-        return {"x": x["in"], "dy": _normal(rng, n), "gamma": x["gamma"], "statistics": stats} | residual, scalars
+        return {"x": x["in"], "dy": _halves(rng, n, half), "gamma": x["gamma"], "statistics": stats} | residual, scalars
     if f.startswith("attention-"):
         return _attention_inputs(c, rng), ATTENTION_SCALARS
     if f in ("loss-target-gather", "cross-entropy", "cross-entropy-backward"):

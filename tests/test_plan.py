@@ -325,7 +325,7 @@ def test_a_layers_up_and_gate_gradients_are_one_product_each_way(default_plan):
     s, lay = DEFAULT.shape, seed_layout(DEFAULT)
     F, W, T = s.ffn, s.width, s.tokens
     gate_phase = [l for l in default_plan.launches if l.phase == "coppelius/ffn-gate"][:3]
-    assert [l.image for l in gate_phase] == ["gated-gelu-backward", f"tiled-cc-m{2 * F}-n{W}-k{T}", f"tiled-rc-m{T}-n{W}-k{2 * F}"]
+    assert [l.image for l in gate_phase] == ["gated-gelu-backward", f"tiled-cc-m{2 * F}-n{W}-k{T}", f"tiled-rc-m{T}-n{W}-k{2 * F}-half"]
     pair = next(a for a in gate_phase[0].accesses if a.argument == "pair_gradient")
     assert pair.stop - pair.start == T * 2 * F * 2
     last = s.layers - 1   # the backward walks the layers down
@@ -419,26 +419,31 @@ def test_the_attention_backward_writes_the_qkv_gradients_rows(config):
 
 def test_products_read_only_in_the_half_format_write_it(default_plan):
     """Each layer's queries, keys and values (by head), up and gate
-    projections (every forward; each three one product) and gated
-    activation's gradient (the backward) are written in the half format,
-    C's extent half a binary32 one's; the up and gate projections' product
-    writes the gated activation too (half as many halves)."""
+    projections (every forward; each three one product), gated activation's
+    gradient and the two layer norms' dy (the backward; the final layer
+    norm's too) are written in the half format, C's extent half a binary32
+    one's; the up and gate projections' product writes the gated activation
+    too (half as many halves)."""
     s = DEFAULT.shape
+    T, W = s.tokens, s.width
     halves = [l for l in default_plan.launches
               if l.image.endswith(("-half", "-gated")) and l.image.startswith("tiled")]
     rotary = [l for l in default_plan.launches if l.image.endswith("-rope")]
     # the update's forward and backward, and the other submissions' forwards
     per_forward = s.layers
-    assert {l.image for l in halves} == {f"tiled-rr-m{s.tokens}-n{2 * s.ffn}-k{s.width}-gated",
-                                         f"tiled-rc-m{s.tokens}-n{s.ffn}-k{s.width}-half"}
+    backward = {f"tiled-rc-m{T}-n{s.ffn}-k{W}-half", f"tiled-rc-m{T}-n{W}-k{2 * s.ffn}-half",
+                f"tiled-cc-m{T}-n{W}-k{s.qkv_width}-half"}
+    assert {l.image for l in halves} == {f"tiled-rr-m{T}-n{2 * s.ffn}-k{W}-gated",
+                                         f"tiled-rc-m{T}-n{W}-k{s.vocab}-half"} | backward
     assert {l.image for l in rotary} == {f"tiled-rr-m{s.tokens}-n{s.qkv_width}-k{s.width}-rope"}
     assert len(rotary) % per_forward == 0 and len(rotary) == sum(l.image.endswith("-gated") for l in halves)
     for l in rotary:
         written = [a.stop - a.start for a in l.accesses if a.writes]
         assert sorted(a.argument for a in l.accesses if a.writes) == ["keys", "queries", "values"]
         assert sum(written) == s.tokens * s.qkv_width * 2
-    assert sum(l.image.startswith("tiled-rc") for l in halves) == s.layers
-    assert (len(halves) - s.layers) % per_forward == 0
+    assert sum(l.image in backward for l in halves) == 3 * s.layers
+    assert sum(l.image == f"tiled-rc-m{T}-n{W}-k{s.vocab}-half" for l in halves) == 1
+    assert (len(halves) - 3 * s.layers - 1) % per_forward == 0
     for l in halves:
         (c,) = [a for a in l.accesses if a.argument == "c"]
         m, n = (int(part[1:]) for part in l.image.split("-")[2:4])

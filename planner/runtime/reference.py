@@ -124,7 +124,7 @@ def _layernorm_backward(c, x, s):
     stats = _f64(x["statistics"]).reshape(c["rows"], 2)
     mean, rstd = stats[:, :1], stats[:, 1:]
     x_hat = (_f64(x["x"]).reshape(shape) - mean) * rstd
-    dy = _f64(x["dy"]).reshape(shape)
+    dy = half_to_float(x["dy"], c["half"]).reshape(shape)
     g = dy * _f64(x["gamma"])
     dx = rstd * (g - g.mean(axis=1, keepdims=True) - x_hat * (g * x_hat).mean(axis=1, keepdims=True))
     # each block's rows' sums of dy x_hat and of dy, side by side
@@ -401,9 +401,9 @@ REFERENCES: dict[str, Reference] = {
     "gather": Reference({"out": F32, "ids": I32, "table": F32}, _gather),
     "layernorm-forward": Reference({"out": HALF, "in": F32, "gamma": F32, "beta": F32, "statistics": F32},
                                    _layernorm_forward),
-    "layernorm-backward": Reference({"dx": F32, "x": F32, "dy": F32, "gamma": F32, "partials": F32,
+    "layernorm-backward": Reference({"dx": F32, "x": F32, "dy": HALF, "gamma": F32, "partials": F32,
                                      "dx_half": HALF, "statistics": F32}, _layernorm_backward),
-    "layernorm-backward-add": Reference({"dx": F32, "x": F32, "dy": F32, "gamma": F32, "partials": F32,
+    "layernorm-backward-add": Reference({"dx": F32, "x": F32, "dy": HALF, "gamma": F32, "partials": F32,
                                          "dx_half": HALF, "statistics": F32, "residual": F32},
                                         _layernorm_backward_add),
     "layernorm-parameters": Reference({"gamma_gradient": F32, "beta_gradient": F32, "partials": F32},

@@ -197,7 +197,10 @@ def layer_norm_backward(b: Builder, gamma: Where, gamma_gradient: Where, beta_gr
                         dy: Where, statistics: Where, dx: Where, residual: Where | None = None) -> None:
     """dx (+ the residual stream's gradient, the seed's add in the same
     launch), its copy in the half format and its blocks' sums for the gain's
-    and shift's gradients, then those gradients from the sums. The sums and
+    and shift's gradients, then those gradients from the sums. dy comes in
+    the half format, as its product rounded it (in the first half of the
+    binary32 plane the seed gives it): the products' operands are halves,
+    and so are the gradients every other product passes on. The sums and
     the copy go where the seed keeps x-hat (the normalized-input plane, a
     global), the sums in its first half at most, the copy in its second
     half (`gradient_half`): the products that read the gradient next take
@@ -457,7 +460,8 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
                   "pair": sv("up-gate")},
                  **_gelu_scalars(b, T * F))
         tiled(b, "c", "c", 2 * F, W, T, g("up"), at("ffn-gradient-half"), sv("norm2-half"))
-        tiled(b, "r", "c", T, W, 2 * F, at("norm2-gradient"), at("ffn-gradient-half"), h("up"))
+        # the layer norm's dy in the half format (as the other dy it reads)
+        tiled(b, "r", "c", T, W, 2 * F, at("norm2-gradient"), at("ffn-gradient-half"), h("up"), output="half")
         layer_norm_backward(b, p("norm2-gain"), g("norm2-gain"), g("norm2-shift"), sv("projection"),
                             at("norm2-gradient"), sv("norm2-statistics"), other, residual=current)
     with b.phase(ATTENTION_OUTPUT):
@@ -497,7 +501,7 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
         # the qkv gradient transposed ([qkv][T]: the products read A from
         # it as rows, the weight gradient's, or as columns, the data's)
         tiled(b, "r", "c", s.qkv_width, W, T, g("qkv"), at("qkv-gradient-t"), sv("norm1-half"))
-        tiled(b, "c", "c", T, W, s.qkv_width, at("norm1-gradient"), at("qkv-gradient-t"), h("qkv"))
+        tiled(b, "c", "c", T, W, s.qkv_width, at("norm1-gradient"), at("qkv-gradient-t"), h("qkv"), output="half")
         layer_norm_backward(b, p("norm1-gain"), g("norm1-gain"), g("norm1-shift"), lay.boundary(l),
                             at("norm1-gradient"), sv("norm1-statistics"), current, residual=other)
 
@@ -515,7 +519,7 @@ def backward(b: Builder) -> None:
     loss_forward(b, gradient)
     with b.phase(OUTPUT_GRADIENT):
         tiled(b, "c", "c", V, W, T, lay.bank("gradients", "embedding"), gradient, at("final-half"))
-        tiled(b, "r", "c", T, W, V, at("final-gradient"), gradient, lay.half("embedding"))
+        tiled(b, "r", "c", T, W, V, at("final-gradient"), gradient, lay.half("embedding"), output="half")
         layer_norm_backward(b, lay.bank("parameters", "final-gain"), lay.bank("gradients", "final-gain"),
                             lay.bank("gradients", "final-shift"), lay.boundary(s.layers), at("final-gradient"),
                             at("final-statistics"), at("residual-gradient"))
