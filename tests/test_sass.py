@@ -7,6 +7,7 @@ nvdisasm reads the cubins.  The mutation test plants hazards in those cubins
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,11 @@ from planner.kernels.manifest import ARCHS
 from planner.runtime.nvrtc import CompileError, compile_source
 
 pytest.importorskip("cuda.bindings.nvrtc")
+
+# the pattern kernels and their compiler options, as the latency miner takes them
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from sass_latencies import (LAYERNORM_OPTIONS, LAYERNORM_PATTERN, ROPE_OPTIONS, ROPE_PATTERN,  # noqa: E402
+                            STORE_OPTIONS, STORE_PATTERN)
 
 KERNELS = Path(__file__).with_name("sass_kernels.cu")
 MUTATIONS_PER_KIND = 100  # per architecture
@@ -245,11 +251,10 @@ def test_shuffles_retire_in_order_as_ptxas_relies(cubins):
     assert all("SHFL" in f.text() for f in report.findings)
 
 
-def _sm90_pattern_without_class(name: str, options: list[str], member: str):
-    """The sm_90 cubin of the pattern kernel scripts/`name` (which passes
-    with the model as mined), and its report with the operand-order class
-    holding `member` dropped from the model."""
-    pattern = Path(__file__).resolve().parents[1] / "scripts" / name
+def _sm90_pattern_without_class(pattern: Path, options: list[str], member: str):
+    """The sm_90 cubin of the pattern kernel (which passes with the model as
+    mined), and its report with the operand-order class holding `member`
+    dropped from the model."""
     cubin = compile_source(pattern.read_text(), pattern.name, ["-arch=sm_90", *options])
     assert check_cubin(cubin, "sm_90").status == "pass"
     model = default_model()
@@ -264,7 +269,7 @@ def test_loads_read_their_operands_in_issue_order_as_ptxas_relies():
     lets a later global load overwrite an address register an earlier
     load's read barrier still protects. With the model's operand-order class
     the sm_90 schedule passes; without it the overwrite is refused."""
-    report = _sm90_pattern_without_class("sass_pattern_rope.cu", ["-std=c++17", "--maxrregcount=64"], "LDG")
+    report = _sm90_pattern_without_class(ROPE_PATTERN, ROPE_OPTIONS, "LDG")
     assert report.findings and all("read-barrier" in f.text() and "LDG" in f.text() for f in report.findings)
 
 
@@ -274,12 +279,9 @@ def test_stores_read_their_operands_in_issue_order_with_shuffles_as_ptxas_relies
     next pair's shuffle overwrite a register an earlier store's read barrier
     still protects. With the model's operand-order class of stores and
     shuffles the schedule passes; without it the overwrite is refused."""
-    report = _sm90_pattern_without_class("sass_pattern_store.cu", ["-std=c++17"], "STG")
+    report = _sm90_pattern_without_class(STORE_PATTERN, STORE_OPTIONS, "STG")
     assert report.findings and all(f.kind == "read-barrier" and f.producer_text.startswith("STG")
                                    and f.consumer_text.startswith("SHFL") for f in report.findings)
-
-
-LAYERNORM_PATTERN = Path(__file__).resolve().parents[1] / "scripts" / "sass_pattern_layernorm.cu"
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -295,8 +297,7 @@ def test_shared_loads_retire_in_order_with_shuffles_as_ptxas_relies(arch):
     loads' class the overwrite is."""
     model = default_model()
     cubins = [compile_source(LAYERNORM_PATTERN.read_text(), LAYERNORM_PATTERN.name,
-                             [f"-arch={arch}", f"-DLAYERNORM_ADD={add}", "-std=c++17", "-default-device",
-                              "--maxrregcount=128"]) for add in (0, 1)]
+                             [f"-arch={arch}", f"-DLAYERNORM_ADD={add}", *LAYERNORM_OPTIONS]) for add in (0, 1)]
     assert all(check_cubin(cubin, arch).status == "pass" for cubin in cubins)
     m = model.arch(arch)
     apart = tuple(c - {"SHFL"} for c in m.in_order if c - {"SHFL"}) + (frozenset({"SHFL"}),)

@@ -418,17 +418,15 @@ def loss_forward(b: Builder, gradient: Where | None = None) -> None:
     phase, each read them whole)."""
     s, lay, c = b.config.shape, b.layout, b.constants
     T, V = s.tokens, s.vocab
+    loss = {"loss": lay.at("loss"), "logits": lay.at("logits"), "correct": lay.at("correct")}
     with b.phase(OUTPUT):
         b.launch(image("loss-target-gather", rows=T, vocab=V),
                  {"correct": lay.at("correct"), "logits": lay.at("logits"), "targets": lay.at("input-targets")})
         if gradient is None:
-            b.launch(image("cross-entropy", rows=T, vocab=V),
-                     {"loss": lay.at("loss"), "logits": lay.at("logits"), "correct": lay.at("correct")},
-                     log2e=c.log2e, ln2=c.ln2)
+            b.launch(image("cross-entropy", rows=T, vocab=V), loss, log2e=c.log2e, ln2=c.ln2)
         else:
             b.launch(image("cross-entropy-backward", rows=T, vocab=V, half=_half(b.config)),
-                     {"gradient": gradient, "loss": lay.at("loss"), "logits": lay.at("logits"),
-                      "correct": lay.at("correct"), "targets": lay.at("input-targets")},
+                     loss | {"gradient": gradient, "targets": lay.at("input-targets")},
                      log2e=c.log2e, ln2=c.ln2, gradient_scale=c.loss_gradient_scale)
         copy(b, lay.at("result-diagnostics"), lay.at("loss"), T)
 
