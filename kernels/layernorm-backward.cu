@@ -32,23 +32,24 @@
 
 #if defined(IMAGE_FAMILY_LAYERNORM_BACKWARD_ADD)
 #define RESIDUAL_PARAMETER , const float* __restrict__ residual
-constexpr int ARRAYS = 3;  // the rows a warp reads: x, dy, residual
+constexpr int ROWS32 = 2;  // the binary32 rows a warp reads: x, residual
 #else
 #define RESIDUAL_PARAMETER
-constexpr int ARRAYS = 2;
+constexpr int ROWS32 = 1;  // x
 #endif
-constexpr int DY = 1;  // dy's row of a stage: half its bytes (the half format) taken
 
 static_assert(WIDTH % 64 == 0, "a lane holds whole pairs of every 64 columns");
 constexpr int WARPS = BLOCK / 32;
 constexpr int PAIRS = WIDTH / 64;
 constexpr int ROWS_PER_PART = (ROWS + PARTS - 1) / PARTS;
 constexpr int ROWS_PER_WARP = (ROWS_PER_PART + WARPS - 1) / WARPS;
-// each warp's two stages of ARRAYS rows (the manifest's shared bytes, its
-// _layernorm_stages), where a warp walks rows in turn, a row is whole
-// rounds of the warp's 16-byte copies (dy's, of halves, too), and they fit
+// a stage: the binary32 rows, then dy's row of halves (half a binary32 row's
+// words); each warp has two (the manifest's shared bytes, its
+// _layernorm_stages), where a warp walks rows in turn, a row is whole rounds
+// of the warp's 16-byte copies (128 words; dy's 256 halves), and they fit
 // every card's block (the manifest's SHARED_LIMIT, sm_86's 99 KB)
-constexpr int STAGE_BYTES = WARPS * 2 * ARRAYS * WIDTH * 4;
+constexpr int STAGE_WORDS = ROWS32 * WIDTH + WIDTH / 2;
+constexpr int STAGE_BYTES = WARPS * 2 * STAGE_WORDS * 4;
 constexpr bool AHEAD = ROWS_PER_WARP > 1 && WIDTH % 256 == 0 && STAGE_BYTES <= 99 * 1024;
 
 // a lane's pair of dy (a word of two halves) as binary32
@@ -62,7 +63,7 @@ image(float* dx, const float* x, const HALF* dy, const float* __restrict__ gamma
       HALF* __restrict__ dx_half, const float* __restrict__ statistics RESIDUAL_PARAMETER, float inverse_width,
       float epsilon) {
   await_previous_launch();
-  extern __shared__ __align__(16) float stages[];  // AHEAD: [WARPS][2][ARRAYS][WIDTH]
+  extern __shared__ __align__(16) float stages[];  // AHEAD: [WARPS][2][STAGE_WORDS]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float2 gain[PAIRS], sum_dy_xh[PAIRS], sum_dy[PAIRS];
 #pragma unroll
@@ -78,24 +79,23 @@ image(float* dx, const float* x, const HALF* dy, const float* __restrict__ gamma
     const int t = first + warp + k * WARPS;
     return t < end ? t : first;
   };
-  // the binary32 rows (dy's place, DY, unused)
+  // the binary32 rows a warp reads
 #if defined(IMAGE_FAMILY_LAYERNORM_BACKWARD_ADD)
-  const float* const from[ARRAYS] = {x, nullptr, residual};
+  const float* const from[ROWS32] = {x, residual};
 #else
-  const float* const from[ARRAYS] = {x, nullptr};
+  const float* const from[ROWS32] = {x};
 #endif
   // the warp's row k into stage k % 2
   const auto copy_row = [&](int k) {
-    float* const to = stages + (warp * 2 + (k & 1)) * ARRAYS * WIDTH;
+    float* const to = stages + (warp * 2 + (k & 1)) * STAGE_WORDS;
     const size_t at = static_cast<size_t>(row_of(k)) * WIDTH;
 #pragma unroll
-    for (int a = 0; a < ARRAYS; ++a)
-      if (a != DY)
+    for (int a = 0; a < ROWS32; ++a)
 #pragma unroll
-        for (int c = 4 * lane; c < WIDTH; c += 128) copy_async(to + a * WIDTH + c, from[a] + at + c);
+      for (int c = 4 * lane; c < WIDTH; c += 128) copy_async(to + a * WIDTH + c, from[a] + at + c);
 #pragma unroll
     for (int c = 8 * lane; c < WIDTH; c += 256)
-      copy_async(reinterpret_cast<HALF*>(to + DY * WIDTH) + c, dy + at + c);
+      copy_async(reinterpret_cast<HALF*>(to + ROWS32 * WIDTH) + c, dy + at + c);
     copy_commit();
   };
   if constexpr (AHEAD) copy_row(0);
@@ -104,10 +104,10 @@ image(float* dx, const float* x, const HALF* dy, const float* __restrict__ gamma
     const bool mine = first + warp + k * WARPS < end;
     const int t = row_of(k);
     const size_t row = static_cast<size_t>(t) * (WIDTH / 2);  // in pairs
-    // the pairs of array a (x, dy, residual) this lane reads: the stage's
-    // copy where the warp walks rows in turn, else the row itself (dy's
-    // pairs, words of two halves: in_dy)
-    const float2* in[ARRAYS];
+    // the pairs of binary32 row a (x, residual) and of dy (words of two
+    // halves) this lane reads: the stage's copies where the warp walks rows
+    // in turn, else the rows themselves
+    const float2* in[ROWS32];
     const unsigned* in_dy;
     if constexpr (AHEAD) {
       __syncwarp();  // every lane is done with row k - 1, whose stage row k + 1 takes
@@ -118,13 +118,13 @@ image(float* dx, const float* x, const HALF* dy, const float* __restrict__ gamma
         copy_wait<0>();
       }
       __syncwarp();  // every lane's copies of row k have landed
+      const float* const stage = stages + (warp * 2 + (k & 1)) * STAGE_WORDS;
 #pragma unroll
-      for (int a = 0; a < ARRAYS; ++a)
-        in[a] = reinterpret_cast<const float2*>(stages + ((warp * 2 + (k & 1)) * ARRAYS + a) * WIDTH);
-      in_dy = reinterpret_cast<const unsigned*>(in[DY]);
+      for (int a = 0; a < ROWS32; ++a) in[a] = reinterpret_cast<const float2*>(stage + a * WIDTH);
+      in_dy = reinterpret_cast<const unsigned*>(stage + ROWS32 * WIDTH);
     } else {
 #pragma unroll
-      for (int a = 0; a < ARRAYS; ++a) in[a] = reinterpret_cast<const float2*>(from[a]) + row;
+      for (int a = 0; a < ROWS32; ++a) in[a] = reinterpret_cast<const float2*>(from[a]) + row;
       in_dy = reinterpret_cast<const unsigned*>(dy) + row;
     }
     const float2 stats = reinterpret_cast<const float2*>(statistics)[t];
@@ -132,7 +132,7 @@ image(float* dx, const float* x, const HALF* dy, const float* __restrict__ gamma
 #if defined(IMAGE_FAMILY_LAYERNORM_BACKWARD_ADD)
     float2 r[PAIRS];  // read with the row, so that its loads overlap the sums
 #pragma unroll
-    for (int i = 0; i < PAIRS; ++i) r[i] = in[2][32 * i + lane];
+    for (int i = 0; i < PAIRS; ++i) r[i] = in[1][32 * i + lane];
 #endif
     float sum_g = 0.0f;
 #pragma unroll
@@ -175,6 +175,7 @@ image(float* dx, const float* x, const HALF* dy, const float* __restrict__ gamma
   // the warps walked rows in turn (once every warp is done with them)
   float2 (*block_sums)[WIDTH / 2];  // dy x_hat's, then dy's, by column pair
   if constexpr (AHEAD) {
+    static_assert(STAGE_BYTES >= 2 * WIDTH * 4, "the sums fit the stages");
     __syncthreads();
     block_sums = reinterpret_cast<float2(*)[WIDTH / 2]>(stages);
   } else {

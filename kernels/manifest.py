@@ -145,18 +145,18 @@ def _layernorm_block(c: Constants) -> int:
     return 32 * _layernorm_warps(c["rows"])
 
 
-def _layernorm_stages(arrays: int) -> Callable[[Constants], int]:
+def _layernorm_stages(rows32: int) -> Callable[[Constants], int]:
     """A layer norm backward's shared memory: where its warps walk rows in
-    turn, each warp's two stages of `arrays` rows (binary32; dy's, in the
-    half format, takes half its row), the next row copied while the warp
-    works on one, if a row is whole rounds of the warp's 16-byte copies (128
-    words; dy's 256 halves) and the stages fit every card's block
-    (SHARED_LIMIT); none where a warp takes one row. The source decides the
-    same (layernorm-backward.cu's AHEAD)."""
+    turn, each warp's two stages of `rows32` binary32 rows (x, and the
+    residual where it adds one) and dy's row in the half format, the next
+    row copied while the warp works on one, if a row is whole rounds of the
+    warp's 16-byte copies (128 words; dy's 256 halves) and the stages fit
+    every card's block (SHARED_LIMIT); none where a warp takes one row. The
+    source decides the same (layernorm-backward.cu's AHEAD)."""
     def shared(c: Constants) -> int:
         warps = _layernorm_warps(c["rows"])
         rows_per_warp = ceil(ceil(c["rows"] / c["parts"]) / warps)
-        stages = warps * 2 * arrays * c["width"] * 4
+        stages = warps * 2 * (rows32 * 4 + HALF_BYTES) * c["width"]
         return stages if rows_per_warp > 1 and c["width"] % 256 == 0 and stages <= SHARED_LIMIT else 0
     return shared
 
@@ -364,12 +364,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("layernorm-backward", _args(
         "dx:w x:r dy:r gamma:r partials:w dx_half:w statistics:r inverse_width:f32 epsilon:f32"),
         _layernorm_block, lambda c, s: (c["parts"], 1, 1), _layernorm_backward_extents,
-        registers=128, shared=_layernorm_stages(2), constants=("rows", "width", "parts", "half")),
+        registers=128, shared=_layernorm_stages(1), constants=("rows", "width", "parts", "half")),
     Family("layernorm-backward-add", _args(
         "dx:w x:r dy:r gamma:r partials:w dx_half:w statistics:r residual:r inverse_width:f32 epsilon:f32"),
         _layernorm_block, lambda c, s: (c["parts"], 1, 1),
         lambda c, s: _layernorm_backward_extents(c, s) | {"residual": c["rows"] * c["width"] * 4},
-        registers=128, shared=_layernorm_stages(3), constants=("rows", "width", "parts", "half"),
+        registers=128, shared=_layernorm_stages(2), constants=("rows", "width", "parts", "half"),
         source="layernorm-backward"),
     Family("layernorm-parameters", _args("gamma_gradient:w beta_gradient:w partials:r"),
            _fixed(256), lambda c, s: (2 * c["width"] // 32, 1, 1),

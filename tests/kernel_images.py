@@ -60,9 +60,9 @@ def family_images(s: Shape, half: str) -> list[Image]:
         # rows that leave the last block's warps short of a row each
         image("layernorm-forward", "layernorm-forward-odd-rows", half=half, rows=s.tokens - 1, width=s.width),
         image("layernorm-backward-add", **norm), image("layernorm-parameters", width=s.width, parts=norm["parts"]),
-        # the block of eight warps that eight times the rows take
-        image("layernorm-backward-add", "layernorm-backward-add-rows8x", rows=8 * s.tokens, width=s.width,
-              parts=layernorm_parts(8 * s.tokens), half=half),
+        # the block of eight warps that eight times the rows take, its rows staged a row ahead
+        *(image(f, f"{f}-rows8x", rows=8 * s.tokens, width=s.width, parts=layernorm_parts(8 * s.tokens), half=half)
+          for f in ("layernorm-backward", "layernorm-backward-add")),
         # each streaming attention image in every part count it may take
         *(image(f, f"{f}-parts{p}", parts=p, **heads)
           for f in STREAMING_ATTENTION for p in (1, 2)),

@@ -72,12 +72,13 @@ def test_a_layer_norm_backward_stages_rows_where_the_manifest_gives_them(family,
     manifest gives the stages the cubin declares no shared memory of its own
     (the warps' sums take the stages' first words), elsewhere only those
     sums; and the stages fit every card (a warp of one row, stages too wide
-    for sm_86, or a row that is no whole rounds of a warp's copies, three
-    heads of 64, take none)."""
+    for sm_86 (rows of 1024 with the residual's too: 120 KB), or a row that
+    is no whole rounds of a warp's copies, three heads of 64, take none)."""
     img = image(family, rows=rows, width=width, parts=layernorm_parts(rows), half="binary16")
     info = kernel_info(nvrtc.compile_image(img, "sm_86"))
     assert img.shared_bytes <= SHARED_LIMIT
-    assert (img.shared_bytes > 0) == ((rows, width) == (8192, 512))
+    staged = {(8192, 512)} | ({(8192, 1024)} if family == "layernorm-backward" else set())
+    assert (img.shared_bytes > 0) == ((rows, width) in staged)
     assert info.static_shared == (0 if img.shared_bytes else 2 * width * 4)
 
 
