@@ -121,14 +121,13 @@ def _gelu_extents(c: Constants, s: Scalars, plain: tuple[str, ...], pairs: tuple
     return {k: n * HALF_BYTES for k in plain} | {k: n * 2 * HALF_BYTES for k in pairs}
 
 
-def _layernorm_warps(rows: int) -> int:
-    """The warps of a layer norm backward's block: four up to 1024 rows (a row a
-    warp: the launch is short, and its longest block sets its time), eight
-    beyond (rows a warp in turn: bandwidth wants the warps). Measured in the
-    update on the H200, a launch with the residual: 1 x 1024, 3.0 us with
-    four warps against 3.4 with eight; 8 x 1024, 23.5 us with four against
-    23.1 with eight (the eight also writing the gradient's half copy)."""
-    return 4 if rows <= 1024 else 8
+# The warps of a layer norm backward's block, at every row count. Measured in
+# the update on the H200, a launch with the residual: 1 x 1024, 3.0 us with
+# four warps against 3.4 with eight; at 8 x 1024, where the warps walk rows
+# in turn and stage them (80 KB a block with eight warps, 40 with four), the
+# update 9.088 ms with eight against 9.048 with four (medians of four rounds
+# in turn; four faster in six of seven rounds).
+LAYERNORM_WARPS = 4
 
 
 def layernorm_parts(rows: int) -> int:
@@ -137,12 +136,7 @@ def layernorm_parts(rows: int) -> int:
     takes four rows or more, so its sums (2 width words a block) fill at
     most the first half of x-hat's plane (rows x width binary32 words),
     before the gradient's half copy in the second."""
-    warps = _layernorm_warps(rows)
-    return ceil(rows / (warps * ceil(rows / (256 * warps))))
-
-
-def _layernorm_block(c: Constants) -> int:
-    return 32 * _layernorm_warps(c["rows"])
+    return ceil(rows / (LAYERNORM_WARPS * ceil(rows / (256 * LAYERNORM_WARPS))))
 
 
 def _layernorm_stages(rows32: int) -> Callable[[Constants], int]:
@@ -154,9 +148,8 @@ def _layernorm_stages(rows32: int) -> Callable[[Constants], int]:
     every card's block (SHARED_LIMIT); none where a warp takes one row. The
     source decides the same (layernorm-backward.cu's AHEAD)."""
     def shared(c: Constants) -> int:
-        warps = _layernorm_warps(c["rows"])
-        rows_per_warp = ceil(ceil(c["rows"] / c["parts"]) / warps)
-        stages = warps * 2 * (rows32 * 4 + HALF_BYTES) * c["width"]
+        rows_per_warp = ceil(ceil(c["rows"] / c["parts"]) / LAYERNORM_WARPS)
+        stages = LAYERNORM_WARPS * 2 * (rows32 * 4 + HALF_BYTES) * c["width"]
         return stages if rows_per_warp > 1 and c["width"] % 256 == 0 and stages <= SHARED_LIMIT else 0
     return shared
 
@@ -363,11 +356,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            constants=("rows", "width", "half")),
     Family("layernorm-backward", _args(
         "dx:w x:r dy:r gamma:r partials:w dx_half:w statistics:r inverse_width:f32 epsilon:f32"),
-        _layernorm_block, lambda c, s: (c["parts"], 1, 1), _layernorm_backward_extents,
+        _fixed(32 * LAYERNORM_WARPS), lambda c, s: (c["parts"], 1, 1), _layernorm_backward_extents,
         registers=128, shared=_layernorm_stages(1), constants=("rows", "width", "parts", "half")),
     Family("layernorm-backward-add", _args(
         "dx:w x:r dy:r gamma:r partials:w dx_half:w statistics:r residual:r inverse_width:f32 epsilon:f32"),
-        _layernorm_block, lambda c, s: (c["parts"], 1, 1),
+        _fixed(32 * LAYERNORM_WARPS), lambda c, s: (c["parts"], 1, 1),
         lambda c, s: _layernorm_backward_extents(c, s) | {"residual": c["rows"] * c["width"] * 4},
         registers=128, shared=_layernorm_stages(2), constants=("rows", "width", "parts", "half"),
         source="layernorm-backward"),

@@ -60,7 +60,7 @@ def family_images(s: Shape, half: str) -> list[Image]:
         # rows that leave the last block's warps short of a row each
         image("layernorm-forward", "layernorm-forward-odd-rows", half=half, rows=s.tokens - 1, width=s.width),
         image("layernorm-backward-add", **norm), image("layernorm-parameters", width=s.width, parts=norm["parts"]),
-        # the block of eight warps that eight times the rows take, its rows staged a row ahead
+        # eight times the rows: each warp walks rows in turn, staged a row ahead
         *(image(f, f"{f}-rows8x", rows=8 * s.tokens, width=s.width, parts=layernorm_parts(8 * s.tokens), half=half)
           for f in ("layernorm-backward", "layernorm-backward-add")),
         # each streaming attention image in every part count it may take
