@@ -126,7 +126,7 @@ def _gelu_extents(c: Constants, s: Scalars, plain: tuple[str, ...], pairs: tuple
 # four warps against 3.4 with eight; at 8 x 1024, where the warps walk rows
 # in turn and stage them (80 KB a block with eight warps, 40 with four), the
 # update 9.088 ms with eight against 9.048 with four (medians of four rounds
-# in turn; four faster in six of seven rounds).
+# in turn; four faster in each of seven rounds over two runs).
 LAYERNORM_WARPS = 4
 
 
