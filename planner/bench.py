@@ -55,20 +55,22 @@ def _batch(config: Config, rng: np.random.Generator) -> tuple[np.ndarray, np.nda
     return ids[:, :-1].astype(np.int32), ids[:, 1:].astype(np.int32)
 
 
-def plan_step_ms(plan, gpu, cubin_hashes: dict[str, str] | None = None
+def plan_step_ms(plan, gpu, certificate=None
                  ) -> tuple[float, float, list[float], np.ndarray, dict[str, tuple[int, float, float]]]:
-    """Median ms per update of a plan (the caller certifies it), as the host
-    sees it (from the call to the loss in hand) and as the anchor is timed
-    (CUDA events on the stream, from before the host's per-step writes to the
-    update's end); also the losses, the parameters it started from (for the
-    anchor), and the update submission's kernel times (kernel_times)."""
+    """Median ms per update of a plan, as the host sees it (from the call
+    to the loss in hand) and as the anchor is timed (CUDA events on the
+    stream, from before the host's per-step writes to the update's end);
+    also the losses, the parameters it started from (for the anchor), and
+    the update submission's kernel times (kernel_times). The device demands
+    `certificate` where given (the bench's plans); the tile sweep times
+    candidate plans without one."""
     from planner.model.config import from_dict
     from planner.runtime.cuda import CudaDevice
     from planner.runtime.driver import call
     from planner.runtime.session import Session
 
     config = from_dict(plan.config)
-    device = CudaDevice(plan, gpu, graphs=True, cubin_hashes=cubin_hashes)
+    device = CudaDevice(plan, gpu, graphs=True, certificate=certificate)
     try:
         session = Session(plan, device)
         rng = np.random.default_rng(0)
@@ -308,7 +310,7 @@ def _print_products(row: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner.certify import demand_certificate
+    from planner.certify import Uncertified, demand_certificate
     from planner.cli import read_config
     from planner.runtime.cuda import NoDevice, open_gpu
     from planner.schedule import build_plan
@@ -323,12 +325,15 @@ def run(args: argparse.Namespace) -> int:
     for batch in (int(b) for b in args.batches.split(",")):
         config = replace(base, shape=replace(base.shape, batch=batch))
         plan = build_plan(config)
-        certificate = demand_certificate(plan)
         try:
-            ours, ours_events, losses, parameters, kernels = plan_step_ms(plan, gpu, certificate.cubins or None)
+            certificate = demand_certificate(plan)
+            ours, ours_events, losses, parameters, kernels = plan_step_ms(plan, gpu, certificate)
         except NoDevice as error:
             print(f"planner bench: {error}", file=sys.stderr)
             return 2
+        except Uncertified as error:
+            print(f"planner bench: refused: {error}", file=sys.stderr)
+            return 1
         row = {"batch": batch, "tokens": config.shape.tokens, "plan_ms": ours, "plan_events_ms": ours_events,
                "plan_losses": losses[:3],
                "kernels": {name: {"launches": n, "us": us, "floor_us": floor} for name, (n, us, floor) in kernels.items()}}

@@ -5,9 +5,10 @@ maps of the products fed by tensor copies encoded from them), submissions
 issued on one stream (each as launches one after another, or replayed as a
 CUDA graph built once from its launches and what each waits for).
 
-The certificate is demanded before anything is allocated: a plan whose
-digest it does not hold is refused, and so is a cubin whose SHA-256 it does
-not list (when it lists cubins).
+Given a certificate, the device demands it before anything is allocated: a
+plan whose digest it does not hold is refused, and so is a cubin whose
+SHA-256 it does not list for this card. (The tests build devices without one
+to check kernels and plans that are not the shipped ones.)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.certify.proofs import Certificate, Uncertified
 from planner.kernels.manifest import dependent_launch
 from planner.runtime import driver
 from planner.runtime.driver import call
@@ -49,7 +51,9 @@ class CudaDevice:
     """A `Device` for the executor on the GPU."""
 
     def __init__(self, plan: Plan, gpu: driver.Device, graphs: bool = True,
-                 cubin_hashes: dict[str, str] | None = None):
+                 certificate: Certificate | None = None):
+        if certificate is not None:
+            certificate.require(plan)
         self.plan, self.gpu, self.use_graphs = plan, gpu, graphs
         greedy = [img for img in plan.images if img.shared_bytes > gpu.shared_limit]
         if greedy:
@@ -64,8 +68,9 @@ class CudaDevice:
         for img in plan.images:
             cubin = compile_image(img, gpu.arch)
             digest = hashlib.sha256(cubin).hexdigest()
-            if cubin_hashes is not None and cubin_hashes.get(f"{img.name}@{gpu.arch}") != digest:
-                raise RuntimeError(f"image {img.name}: its {gpu.arch} cubin {digest[:16]} is not the certified one")
+            if certificate is not None and certificate.cubins.get(f"{img.name}@{gpu.arch}") != digest:
+                raise Uncertified(f"image {img.name}: its {gpu.arch} cubin {digest[:16]} is not one the certificate "
+                                  f"attests")
             self.kernels[img.name] = driver.load_kernel(cubin, img.shared_bytes)
             cubins[img.name] = cubin
         arena, staging = plan.window["arena"], plan.window["staging"]

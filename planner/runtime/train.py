@@ -219,12 +219,16 @@ def _device(args: argparse.Namespace, plan, certificate):
     if args.device == "cpu":
         from planner.runtime.cpu import CpuDevice
         return CpuDevice(plan)
+    from planner.certify.proofs import Uncertified
     from planner.runtime.cuda import CudaDevice, NoDevice, open_gpu
     try:
         gpu = open_gpu()
     except NoDevice as error:
         return _fail(str(error))
     try:
-        return CudaDevice(plan, gpu, graphs=not args.no_graphs, cubin_hashes=certificate.cubins or None)
+        return CudaDevice(plan, gpu, graphs=not args.no_graphs, certificate=certificate)
     except NoDevice as error:
         return _fail(str(error))
+    except Uncertified as error:   # a card whose machine code the certificate does not attest
+        print(f"planner train: refused: {error}", file=sys.stderr)
+        return 1
