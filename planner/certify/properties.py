@@ -330,7 +330,7 @@ def _live(ctx: Context) -> Iterator[Candidate]:
         live = active.setdefault(p.window, [])
         item = (p.offset, p.stop, p.name, x)
         i = bisect_left(live, item[:3], key=lambda t: t[:3])
-        for q_offset, q_stop, q_name, y in live[max(i - 1, 0):i + 1]:
+        for _, _, q_name, y in live[max(i - 1, 0):i + 1]:
             yield _live_pair(p, x, plan.plane[q_name], y)
         live.insert(i, item)
         heappush(ends, (end, serial, (p.window, item)))

@@ -88,7 +88,6 @@ class CudaDevice:
                                                                                          self.bases),
                                                    cubins[l.image]))
                        for l in plan.launches]
-        self.buffers: dict[int, Any] = {}
         self.graphs: dict[int, _Graph] = {}
 
     # ---- the executor's Device ----
