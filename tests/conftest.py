@@ -17,6 +17,23 @@ SMALL = replace(DEFAULT, shape=Shape(layers=2, width=256, heads=4, kv_heads=4, f
                 run=replace(DEFAULT.run, staging_bytes=1 << 20, prediction_rows=(0, -1)))
 
 
+@pytest.fixture
+def driver_calls(monkeypatch) -> list[str]:
+    """The GPU device without a GPU: its driver calls recorded by name (the
+    free memory asked for is plenty) and each image's cubin its name and
+    card, so that a test sees how far the device got before it refused."""
+    from planner.runtime import cuda
+    calls: list[str] = []
+
+    def call(name, *args):
+        calls.append(name)
+        return (1 << 40, 1 << 40) if name == "cuMemGetInfo" else None
+
+    monkeypatch.setattr(cuda, "call", call)
+    monkeypatch.setattr(cuda, "compile_image", lambda img, arch: f"{img.name}@{arch}".encode())
+    return calls
+
+
 @pytest.fixture(scope="session")
 def default_plan():
     return build_plan(DEFAULT)

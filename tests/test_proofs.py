@@ -26,20 +26,16 @@ def _card():
     return Device(0, None, None, "sm_90", "a card", 227 * 1024)   # an H100's or H200's block
 
 
-def test_the_device_refuses_a_plan_its_certificate_does_not_hold(default_plan, small_plan, monkeypatch):
+def test_the_device_refuses_a_plan_its_certificate_does_not_hold(default_plan, small_plan, driver_calls):
     from planner.runtime import cuda
-    called = []
-    monkeypatch.setattr(cuda, "call", lambda *args: called.append(args))
     certificate = proofs.Certificate(small_plan.digest, (("containment", "pass"),), "Z3")
     with pytest.raises(proofs.Uncertified, match=f"plan {default_plan.digest[:16]} is not the certified plan"):
         cuda.CudaDevice(default_plan, _card(), certificate=certificate)
-    assert not called   # refused before the card is touched
+    assert not driver_calls   # refused before the card is touched
 
 
-def test_the_device_refuses_a_cubin_its_certificate_does_not_attest(default_plan, monkeypatch):
+def test_the_device_refuses_a_cubin_its_certificate_does_not_attest(default_plan, driver_calls, monkeypatch):
     from planner.runtime import cuda
-    monkeypatch.setattr(cuda, "call", lambda name, *args: (1 << 40, 1 << 40) if name == "cuMemGetInfo" else None)
-    monkeypatch.setattr(cuda, "compile_image", lambda img, arch: f"{img.name}@{arch}".encode())
     loaded = []
     monkeypatch.setattr(cuda.driver, "load_kernel", lambda cubin, shared: loaded.append(cubin))
     first = default_plan.images[0].name

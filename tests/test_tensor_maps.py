@@ -163,7 +163,7 @@ def test_tiles_fit_the_shared_memory_of_the_card_they_were_measured_on():
     assert not manifest.tile_serves(big, 1024, 1024, 1024, manifest.SHARED_LIMIT)
 
 
-def test_a_device_with_less_shared_memory_is_refused_first(monkeypatch):
+def test_a_device_with_less_shared_memory_is_refused_first(driver_calls):
     from planner.model.config import DEFAULT
     from planner.runtime import cuda
     from planner.runtime.driver import Device
@@ -171,13 +171,11 @@ def test_a_device_with_less_shared_memory_is_refused_first(monkeypatch):
 
     plan = build_plan(DEFAULT)
     most = max(img.shared_bytes for img in plan.images)
-    called = []
-    monkeypatch.setattr(cuda, "call", lambda *args: called.append(args))
     card = Device(0, None, None, "sm_86", "a smaller card", manifest.SHARED_LIMIT)
     assert most > card.shared_limit
     with pytest.raises(cuda.NoDevice, match="the a smaller card offers 101,376"):
         cuda.CudaDevice(plan, card)
-    assert not called
+    assert not driver_calls
 
 
 def test_bench_refuses_a_smaller_card_in_one_line(monkeypatch, capsys):

@@ -47,15 +47,13 @@ def test_an_uncertified_plan_is_refused_before_anything_runs(tiny, tmp_path, cap
     assert not (tmp_path / "run").exists()
 
 
-def test_a_card_whose_machine_code_is_not_attested_is_refused(tiny, tmp_path, capsys, monkeypatch):
+def test_a_card_whose_machine_code_is_not_attested_is_refused(tiny, tmp_path, capsys, monkeypatch, driver_calls):
     """The certificate attests sm_86's and sm_90's cubins: on another card
     the device refuses the first image before anything is loaded."""
     from planner.runtime import cuda
     from planner.runtime.driver import Device
     config, data = tiny
     monkeypatch.setattr(cuda, "open_gpu", lambda: Device(0, None, None, "sm_80", "an older card", 163 * 1024))
-    monkeypatch.setattr(cuda, "call", lambda name, *args: (1 << 40, 1 << 40) if name == "cuMemGetInfo" else None)
-    monkeypatch.setattr(cuda, "compile_image", lambda img, arch: f"{img.name}@{arch}".encode())
     monkeypatch.setattr(cuda.driver, "load_kernel", lambda *args: pytest.fail("a kernel was loaded"))
     assert main(["train", "--config", str(config), "--data", str(data), "--out", str(tmp_path / "run"),
                  "--quiet", "--layout", "placed"]) == 1
