@@ -48,7 +48,7 @@ from unittest import mock
 
 import torch
 
-from planner.bench import matmul_operands, plan_step_ms, torch_graph_us, torch_half
+from planner.bench import matmul_operands, plan_step_ms, same_result, torch_graph_us, torch_half
 from planner.kernels import manifest
 from planner.certify.sass import check_cubin
 from planner.kernels.manifest import (ARCHS, HEADS_CONSTANTS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES,
@@ -161,16 +161,6 @@ def choose(shape: tuple, row: dict, recorded: int | None = None, in_step: dict[s
     if fit(kept) and row["tiles"][kept]["us"] <= MARGIN * row["tiles"][fastest]["us"]:
         return recorded
     return int(fastest)
-
-
-def same_result(left, right, r, output: str):
-    """cuBLAS making what the product makes: a half C (the gated product's
-    too), or a binary32 C (with R added where the product adds it)."""
-    if output != "binary32":
-        return lambda: torch.matmul(left, right)
-    if r is not None:
-        return lambda: torch.addmm(r, left, right, out_dtype=torch.float32)
-    return lambda: torch.mm(left, right, out_dtype=torch.float32)
 
 
 def _error(got, want) -> float:
