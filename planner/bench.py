@@ -216,11 +216,10 @@ def products_vs_matmul(plan, kernels: dict[str, tuple[int, float, float]], repea
     """Each product image of the update (a launch's mean time alone, from
     kernel_times) beside torch.matmul with a half C on random operands of
     its shape, layouts and half format (the faster of two graphs), and
-    beside cuBLAS making the same C
-    (same_result: a binary32 C where the product's is, R added where it adds
-    one), each timed as a graph of `repeats` calls: image -> {tile, us,
-    torch_us, ratio, same_us, same_ratio} (ratios: cuBLAS's time over ours,
-    1 as fast)."""
+    beside cuBLAS making the same C (same_result: a binary32 C where the
+    product's is, R added where it adds one), each timed as a graph of
+    `repeats` calls: image -> {tile, us, torch_us, ratio, same_us,
+    same_ratio} (ratios: cuBLAS's time over ours, 1 as fast)."""
     import torch
 
     from planner.kernels.manifest import PRODUCT_FAMILIES, tile_of
