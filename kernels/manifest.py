@@ -275,6 +275,13 @@ PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half", "tiled-gated", "tiled-ro
 # head in the half format with the attention backward's row terms
 PRODUCT_OUTPUTS = {"binary32": ("tiled", ""), "half": ("tiled-half", "-half"), "gated": ("tiled-gated", "-gated"),
                    "rope": ("tiled-rope", "-rope"), "heads": ("tiled-heads", "-heads")}
+_OUTPUT_OF_FAMILY = {family: output for output, (family, _) in PRODUCT_OUTPUTS.items()}
+
+
+def product_output(img: Image) -> str:
+    """What a product's image writes (a key of PRODUCT_OUTPUTS): tiled-add's
+    C is binary32, R added."""
+    return _OUTPUT_OF_FAMILY.get(img.family, "binary32")
 # outputs whose epilogue pairs C's columns, so that a tile holds whole
 # n-tiles (no K split)
 PAIRED_OUTPUTS = ("gated", "rope")

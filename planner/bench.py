@@ -222,7 +222,7 @@ def products_vs_matmul(plan, kernels: dict[str, tuple[int, float, float]], repea
     same_ratio} (ratios: cuBLAS's time over ours, 1 as fast)."""
     import torch
 
-    from planner.kernels.manifest import PRODUCT_FAMILIES, tile_of
+    from planner.kernels.manifest import PRODUCT_FAMILIES, product_output, tile_of
 
     out = {}
     for name, (launches, total_us, _) in sorted(kernels.items()):
@@ -237,8 +237,8 @@ def products_vs_matmul(plan, kernels: dict[str, tuple[int, float, float]], repea
         # one must not count for us
         torch_us = min(torch_graph_us(lambda: torch.matmul(left, right), repeats) for _ in range(2))
         # a half C is torch.matmul's own (same_result), not timed again
-        binary32 = img.family in ("tiled", "tiled-add")
-        same_us = torch_graph_us(same_result(left, right, r, "binary32"), repeats) if binary32 else torch_us
+        output = product_output(img)
+        same_us = torch_graph_us(same_result(left, right, r, output), repeats) if output == "binary32" else torch_us
         us = total_us / launches
         out[name] = {"tile": tile_of(img), "us": us, "torch_us": torch_us, "ratio": torch_us / us,
                      "same_us": same_us, "same_ratio": same_us / us}

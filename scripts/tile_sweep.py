@@ -52,7 +52,7 @@ from planner.bench import matmul_operands, plan_step_ms, same_result, torch_grap
 from planner.kernels import manifest
 from planner.certify.sass import check_cubin
 from planner.kernels.manifest import (ARCHS, HEADS_CONSTANTS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES,
-                                      product_key, spills_beside_copies, tile_serves, tiled_image)
+                                      product_key, product_output, spills_beside_copies, tile_serves, tiled_image)
 from planner.model.config import DEFAULT
 from planner.runtime import driver
 from planner.runtime.cubin_info import kernel_info
@@ -70,7 +70,6 @@ MARGIN = 1.05
 # the GELU's words of the gated product, as the plan passes them
 GELU = gelu_words(Constants.of(DEFAULT))
 ANY_SHARED = max(t.shared(output) for t in TILE_CANDIDATES for output in PRODUCT_OUTPUTS)
-OUTPUT_OF_FAMILY = {family: output for output, (family, _) in PRODUCT_OUTPUTS.items()}
 
 
 def bound(output: str) -> float:
@@ -89,7 +88,7 @@ def _batch_shapes(batch: int) -> dict[str, tuple]:
     for img in build_plan(config_of(batch)).image.values():
         if img.family in PRODUCT_FAMILIES:
             c = img.constant_map
-            output = OUTPUT_OF_FAMILY.get(img.family, "binary32")  # tiled-add's C is binary32
+            output = product_output(img)
             heads = {key: c[key] for key in HEADS_CONSTANTS[output]} if output in HEADS_CONSTANTS else None
             shape = (c["a_layout"], c["b_layout"], c["m"], c["n"], c["k"], bool(c["residual"]), c["half"], output,
                      heads)
