@@ -41,11 +41,36 @@ WARMUP, TIMED = 10, 50
 PRODUCT_BAR = 0.7
 
 
+# the PyTorch setups the bench can time beside the plan (torch_step_ms)
+ANCHORS = ("eager", "compile", "compile+graph")
+
+
+def batches_argument(text: str) -> tuple[int, ...]:
+    """`--batches`: sequences per step, comma-separated positive integers."""
+    try:
+        batches = tuple(int(b) for b in text.split(","))
+    except ValueError:
+        batches = ()
+    if not batches or min(batches) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of positive integers (e.g. 1,8)")
+    return batches
+
+
+def _anchors(text: str) -> tuple[str, ...]:
+    """`--anchors`: PyTorch setups, comma-separated, each one of ANCHORS."""
+    setups = tuple(text.split(","))
+    unknown = [s for s in setups if s not in ANCHORS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{unknown[0]!r} is not a setup the bench times ({', '.join(ANCHORS)})")
+    return setups
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="configuration JSON (default: the embedded default)")
-    p.add_argument("--batches", default="1,8", help="sequences per step to measure (default 1,8)")
-    p.add_argument("--anchors", default="eager,compile,compile+graph",
-                   help="PyTorch setups to measure beside the plan")
+    p.add_argument("--batches", type=batches_argument, default=(1, 8),
+                   help="sequences per step to measure (default 1,8)")
+    p.add_argument("--anchors", type=_anchors, default=ANCHORS,
+                   help=f"PyTorch setups to measure beside the plan (default {','.join(ANCHORS)})")
     p.add_argument("--json", metavar="FILE", help="write the measurements as JSON")
 
 
@@ -336,19 +361,24 @@ def _print_products(row: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from planner.certify import Uncertified, demand_certificate
-    from planner.cli import read_config
+    from planner.cli import InputError, read_config
+    from planner.model.config import validate
     from planner.runtime.cuda import NoDevice, open_gpu
     from planner.schedule import build_plan
 
+    # every input checked before the GPU is asked for and minutes are spent
     base = read_config(args.config)
+    configs = [validate(replace(base, shape=replace(base.shape, batch=batch))) for batch in args.batches]
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        raise InputError(f"--json {args.json}: its directory does not exist")
     try:
         gpu = open_gpu()
     except NoDevice as error:
         print(f"planner bench: {error}", file=sys.stderr)
         return 2
     rows = []
-    for batch in (int(b) for b in args.batches.split(",")):
-        config = replace(base, shape=replace(base.shape, batch=batch))
+    for config in configs:
+        batch = config.shape.batch
         plan = build_plan(config)
         try:
             certificate = demand_certificate(plan)
@@ -364,12 +394,12 @@ def run(args: argparse.Namespace) -> int:
                "kernels": {name: {"launches": n, "us": us, "floor_us": floor} for name, (n, us, floor) in kernels.items()}}
         row["products"] = products_vs_matmul(plan, kernels)
         row |= attention_vs_sdpa(config, gpu)
-        for setup in args.anchors.split(","):
+        for setup in args.anchors:
             row[f"torch_{setup}_ms"] = torch_step_ms(config, parameters, setup)
         rows.append(row)
         _print_kernels(row)
         _print_products(row)
-    setups = args.anchors.split(",")
+    setups = args.anchors
     print(f"\n{'tokens/step':>12} {'plan ms':>8} {'(host)':>8} " + " ".join(f"{s:>18}" for s in setups)
           + "   (anchor ms, plan / anchor by events)")
     for row in rows:
@@ -380,6 +410,8 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         print(f"{row['tokens']:>12} {row['attention_us']:13.1f} {row['sdpa_us']:9.1f} "
               f"{row['sdpa_us'] / row['attention_us']:8.2f}x {row['output_difference']:10.1e}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+    if args.json:  # whole or not at all: written beside it, then renamed over it
+        part = Path(f"{args.json}.part")
+        part.write_text(json.dumps(rows, indent=1))
+        part.replace(args.json)
     return 0

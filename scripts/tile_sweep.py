@@ -48,7 +48,7 @@ from unittest import mock
 
 import torch
 
-from planner.bench import matmul_operands, plan_step_ms, same_result, torch_graph_us, torch_half
+from planner.bench import batches_argument, matmul_operands, plan_step_ms, same_result, torch_graph_us, torch_half
 from planner.kernels import manifest
 from planner.certify.sass import check_cubin
 from planner.kernels.manifest import (ARCHS, HEADS_CONSTANTS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES,
@@ -96,7 +96,7 @@ def _batch_shapes(batch: int) -> dict[str, tuple]:
     return out
 
 
-def shapes(batches: list[int]) -> dict[str, tuple]:
+def shapes(batches: tuple[int, ...]) -> dict[str, tuple]:
     """key -> (a layout, b layout, m, n, k, residual, half, output, heads) of
     every product the plans launch (heads: the constants of an output stored
     by head, HEADS_CONSTANTS, else None)."""
@@ -290,7 +290,7 @@ def step_medians(key: str, batch: int, tiles: list[int], rounds: int) -> dict[st
     return {str(tile): round(statistics.mean(times), 4) for tile, times in medians.items()}
 
 
-def batch_of(key: str, batches: list[int]) -> int:
+def batch_of(key: str, batches: tuple[int, ...]) -> int:
     """The batch whose plan launches the product `key`."""
     found = next((batch for batch in batches if key in _batch_shapes(batch)), None)
     if found is None:
@@ -301,7 +301,7 @@ def batch_of(key: str, batches: list[int]) -> int:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out", type=Path)
-    p.add_argument("--batches", default="1,8")
+    p.add_argument("--batches", type=batches_argument, default=(1, 8), help="sequences per step (default 1,8)")
     p.add_argument("--write", type=Path, help="the tiles table to write")
     p.add_argument("--measured", type=Path, help="choose from an earlier run's tile-sweep.json (no GPU)")
     p.add_argument("--keys", help="sweep these shapes only (comma-separated keys); the table keeps the others")
@@ -314,7 +314,7 @@ def main() -> int:
         raise SystemExit("--tiles times some candidates only: it cannot choose the table's tiles (--write)")
     only = {int(t) for t in args.tiles.split(",")} if args.tiles else None
     args.out.mkdir(parents=True, exist_ok=True)
-    products = shapes([int(b) for b in args.batches.split(",")])
+    products = shapes(args.batches)
     if args.keys:
         unknown = set(args.keys.split(",")) - set(products)
         if unknown:
@@ -337,11 +337,10 @@ def main() -> int:
         driver.close_device(device)
         (args.out / "tile-sweep.json").write_text(json.dumps({"device": device_name, "shared_limit": shared_limit,
                                                               "shapes": results}, indent=1))
-    batches = [int(b) for b in args.batches.split(",")]
     stepped = {}
     for item in args.step:
         key, _, tiles = item.partition("=")
-        stepped[key] = step_medians(key, batch_of(key, batches), [int(t) for t in tiles.split(",")], args.rounds)
+        stepped[key] = step_medians(key, batch_of(key, args.batches), [int(t) for t in tiles.split(",")], args.rounds)
     if only is not None:  # a look at some tiles: their times, no choice
         for key, row in results.items():
             for tile, timed in sorted(row["tiles"].items(), key=lambda item: item[1]["us"]):
