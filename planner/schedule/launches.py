@@ -507,7 +507,7 @@ def layer_backward(b: Builder, l: int, current: Where, other: Where) -> None:
 def backward(b: Builder) -> None:
     """cgBackward: the loss, the logits' gradient, the output's backward, the
     layers from the top, the embedding's ordered scatter."""
-    s, lay, c = b.config.shape, b.layout, b.constants
+    s, lay = b.config.shape, b.layout
     T, W, V = s.tokens, s.width, s.vocab
     at = lay.at
     # the logits' gradient in the half format, in the first half of the
