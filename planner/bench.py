@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from planner.files import written_whole
 from planner.model.config import Config
 from planner.schedule.urgency import floor_us
 
@@ -410,8 +411,7 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         print(f"{row['tokens']:>12} {row['attention_us']:13.1f} {row['sdpa_us']:9.1f} "
               f"{row['sdpa_us'] / row['attention_us']:8.2f}x {row['output_difference']:10.1e}")
-    if args.json:  # whole or not at all: written beside it, then renamed over it
-        part = Path(f"{args.json}.part")
-        part.write_text(json.dumps(rows, indent=1))
-        part.replace(args.json)
+    if args.json:
+        with written_whole(args.json, "w") as f:
+            f.write(json.dumps(rows, indent=1))
     return 0

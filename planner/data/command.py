@@ -10,12 +10,12 @@ written aside and renamed.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from planner.files import written_whole
 
 SHARD_TOKENS = 100_000_000   # llm.c's shard size
 VALIDATION_SHARE = 0.1
@@ -71,10 +71,8 @@ def prepare(texts: list[str], vocab: int, out: Path) -> str:
         stream.append(eot)
     tokens = np.asarray(stream, dtype=np.uint16)
     cut = int(len(tokens) * (1 - VALIDATION_SHARE))
-    with tempfile.NamedTemporaryFile("w", dir=out, prefix=".tokenizer.json.", delete=False) as f:
+    with written_whole(out / "tokenizer.json", "w") as f:
         f.write(tokenizer.to_str())
-    os.chmod(f.name, 0o644)
-    os.replace(f.name, out / "tokenizer.json")
     for split, part in (("train", tokens[:cut]), ("val", tokens[cut:])):
         for n, start in enumerate(range(0, len(part), SHARD_TOKENS)):
             write_shard(out / f"{split}_{n:06d}.bin", part[start:start + SHARD_TOKENS])

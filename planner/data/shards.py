@@ -8,14 +8,13 @@ say `train` or `val`.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from planner.data.batches import DataError
+from planner.files import written_whole
 
 MAGIC, VERSION, HEADER_WORDS = 20240520, 1, 256
 HEADER_BYTES = 4 * HEADER_WORDS
@@ -28,13 +27,9 @@ def write_shard(path: Path, tokens: np.ndarray) -> None:
         raise DataError(f"{path.name}: token {int(tokens.max())} does not fit uint16")
     header = np.zeros(HEADER_WORDS, "<i4")
     header[:3] = (MAGIC, VERSION, tokens.size)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
+    with written_whole(path, durable=True) as f:
         f.write(header.tobytes())
         f.write(tokens.astype("<u2").tobytes())
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(f.name, 0o644)
-    os.replace(f.name, path)
 
 
 def read_shard(path: Path) -> np.ndarray:

@@ -10,10 +10,10 @@ the tokenizer the data was prepared with.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
+
+from planner.files import written_whole
 
 
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,9 +49,8 @@ def export(args: argparse.Namespace) -> int:
     config, params = _parameters(args.checkpoint)
     state = {name: torch.from_numpy(value.copy()) for name, value in params.items()}
     out = Path(args.out)
-    with tempfile.NamedTemporaryFile(dir=out.parent or Path("."), prefix=f".{out.name}.", delete=False) as f:
+    with written_whole(out) as f:
         torch.save(state, f)
-    os.replace(f.name, out)
     print(f"{len(state)} tensors of a {config.shape.layers}-layer model to {out}")
     return 0
 

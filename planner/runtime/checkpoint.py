@@ -10,12 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from planner.files import written_whole
 from planner.model.config import Config, ConfigError, from_dict, to_dict
 from planner.schedule.arena import Entry, entries
 from planner.schedule.launches import CHECKPOINT_BANKS
@@ -82,15 +82,8 @@ def save(path: Path, checkpoint: Checkpoint) -> None:
                 "model_digest": model_digest(checkpoint.config), "plan_digest": checkpoint.plan_digest}
     data = encode(tensors(checkpoint.config, checkpoint.banks), metadata=metadata)
     path = Path(path)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
-        try:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        except BaseException:
-            os.unlink(f.name)
-            raise
-    os.replace(f.name, path)
+    with written_whole(path, durable=True) as f:
+        f.write(data)
     directory = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(directory)

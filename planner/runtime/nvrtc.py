@@ -15,11 +15,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from planner.files import written_whole
 from planner.kernels.manifest import FAMILIES, STREAMING_ATTENTION, Image
 
 # The streaming attention rounds its probabilities to the half format for the
@@ -148,10 +148,9 @@ def compile_image(img: Image, arch: str) -> bytes:
         return path.read_bytes()
     cubin = _compile(img, arch)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # written aside and renamed: a concurrent reader sees the whole cubin or none
-    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
+    # a concurrent reader sees the whole cubin or none
+    with written_whole(path) as f:
         f.write(cubin)
-    os.replace(f.name, path)
     return cubin
 
 

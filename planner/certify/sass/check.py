@@ -70,9 +70,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -83,9 +81,12 @@ from typing import Iterator, Mapping
 
 import z3
 
+from planner.files import written_whole
+
 from .cubin import CubinError, parse_cubin
 from .disasm import ControlFlow, DisassemblyError, Function, Instruction, control_flow, disassemble, nvdisasm_version
 from .latency import ArchModel, LatencyModel, default_model
+
 
 VARIABLE = "variable-latency"
 FIXED = "fixed-latency"
@@ -777,7 +778,6 @@ class _Cache:
                 self.entries[f"{report.sha256}:{report.arch}"] = report.to_json()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps({"fingerprint": self.stamp, "reports": self.entries}, sort_keys=True)
-        # written aside and renamed: a concurrent reader sees one whole file
-        with tempfile.NamedTemporaryFile("w", dir=self.path.parent, delete=False, suffix=".tmp") as f:
+        # a concurrent reader sees one whole file
+        with written_whole(self.path, "w") as f:
             f.write(text)
-        os.replace(f.name, self.path)

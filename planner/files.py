@@ -1,0 +1,36 @@
+"""Files written whole: beside their place under a hidden name, then renamed
+over it, so that a reader (or the next run, after a crash) finds the old
+file or the whole new one, never part of one; nothing is left behind when
+the writing fails."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+@contextlib.contextmanager
+def written_whole(path: str | Path, mode: str = "wb", durable: bool = False) -> Iterator[IO]:
+    """The file to write `path`'s new contents to; renamed over `path` when
+    the block ends without an error. `durable`: on the disk before the
+    rename (a checkpoint, a shard), not only in the page cache. The file
+    gets the permissions a plain open would give it (0644), not a temporary
+    file's 0600."""
+    path = Path(path)
+    f = tempfile.NamedTemporaryFile(mode, dir=path.parent, prefix=f".{path.name}.", delete=False)
+    try:
+        with f:
+            yield f
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.chmod(f.name, 0o644)
+        os.replace(f.name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f.name)
+        raise
