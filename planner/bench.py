@@ -362,7 +362,7 @@ def _print_products(row: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from planner.certify import Uncertified, demand_certificate
-    from planner.cli import InputError, read_config
+    from planner.cli import InputError, read_config, require_torch
     from planner.model.config import validate
     from planner.runtime.cuda import NoDevice, open_gpu
     from planner.schedule import build_plan
@@ -372,6 +372,7 @@ def run(args: argparse.Namespace) -> int:
     configs = [validate(replace(base, shape=replace(base.shape, batch=batch))) for batch in args.batches]
     if args.json and not Path(args.json).resolve().parent.is_dir():
         raise InputError(f"--json {args.json}: its directory does not exist")
+    require_torch()  # the anchors'
     try:
         gpu = open_gpu()
     except NoDevice as error:

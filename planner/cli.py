@@ -21,6 +21,16 @@ class InputError(Exception):
     """Input the user must fix: reported on one line, exit status 2."""
 
 
+def require_torch():
+    """PyTorch, which the reference model and the bench's anchors need (the
+    plan itself does not): missing, the command's bad input."""
+    try:
+        import torch
+    except ImportError:
+        raise InputError("needs PyTorch (pip install torch)") from None
+    return torch
+
+
 def read_config(path: str | None) -> Config:
     return DEFAULT if path is None else load(path)
 

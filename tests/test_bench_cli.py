@@ -4,6 +4,7 @@ for (and minutes of timing spent), with exit status 2, nothing written."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -36,6 +37,12 @@ def test_a_json_file_nowhere_is_refused_first(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err == f"planner bench: --json {target}: its directory does not exist\n"
     assert not target.parent.exists()
+
+
+def test_without_pytorch_the_bench_is_refused_first(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch fails
+    assert main(["bench", "--batches", "1"]) == 2
+    assert capsys.readouterr().err == "planner bench: needs PyTorch (pip install torch)\n"
 
 
 def test_a_bad_configuration_is_refused_first(tmp_path, capsys):

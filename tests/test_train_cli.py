@@ -5,6 +5,7 @@ line, exit status 2 and nothing written."""
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -122,6 +123,17 @@ def test_a_checkpoint_of_another_model_is_refused(tiny, tmp_path, capsys):
                  "--resume", str(tmp_path / "run" / "checkpoint.safetensors")) == 2
     assert "written for another model" in capsys.readouterr().err
     assert not (tmp_path / "run2").exists()
+
+
+def test_export_without_pytorch_is_refused(tiny, tmp_path, capsys, monkeypatch):
+    config, data = tiny
+    assert train(config, data, tmp_path / "run", "--steps", "2") == 0
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch fails
+    capsys.readouterr()
+    assert main(["export", "--checkpoint", str(tmp_path / "run" / "checkpoint.safetensors"),
+                 "--out", str(tmp_path / "state.pt")]) == 2
+    assert capsys.readouterr().err == "planner export: needs PyTorch (pip install torch)\n"
+    assert not (tmp_path / "state.pt").exists()
 
 
 def test_export_loads_into_the_reference(tiny, tmp_path):

@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from planner.cli import require_torch
 from planner.files import written_whole
 
 
@@ -29,14 +30,6 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
                    help="tokenizer.json (default: the embedded corpus's, for the checkpoint's vocabulary)")
 
 
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise SystemExit("planner: this command needs PyTorch (pip install torch)") from None
-    return torch
-
-
 def _parameters(path: str):
     from planner.runtime import checkpoint as ckpt
     loaded = ckpt.load(Path(path))
@@ -45,7 +38,7 @@ def _parameters(path: str):
 
 
 def export(args: argparse.Namespace) -> int:
-    torch = _torch()
+    torch = require_torch()
     config, params = _parameters(args.checkpoint)
     state = {name: torch.from_numpy(value.copy()) for name, value in params.items()}
     out = Path(args.out)
@@ -58,7 +51,7 @@ def export(args: argparse.Namespace) -> int:
 def sample(args: argparse.Namespace) -> int:
     from planner.data import tokenizer as tok
     from planner.reference.model import forward
-    torch = _torch()
+    torch = require_torch()
     config, params = _parameters(args.checkpoint)
     if args.tokenizer:
         path = Path(args.tokenizer)
