@@ -29,7 +29,6 @@ import statistics
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
@@ -362,7 +361,7 @@ def _print_products(row: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from planner.certify import Uncertified, demand_certificate
-    from planner.cli import InputError, read_config, require_torch
+    from planner.cli import output_file, read_config, require_torch
     from planner.model.config import validate
     from planner.runtime.cuda import NoDevice, open_gpu
     from planner.schedule import build_plan
@@ -370,8 +369,8 @@ def run(args: argparse.Namespace) -> int:
     # every input checked before the GPU is asked for and minutes are spent
     base = read_config(args.config)
     configs = [validate(replace(base, shape=replace(base.shape, batch=batch))) for batch in args.batches]
-    if args.json and not Path(args.json).resolve().parent.is_dir():
-        raise InputError(f"--json {args.json}: its directory does not exist")
+    if args.json:
+        output_file(args.json, "--json")
     require_torch()  # the anchors'
     try:
         gpu = open_gpu()

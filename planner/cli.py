@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import Callable
 
 from planner.data.batches import DataError
@@ -29,6 +30,14 @@ def require_torch():
     except ImportError:
         raise InputError("needs PyTorch (pip install torch)") from None
     return torch
+
+
+def output_file(path: str, option: str) -> Path:
+    """A file a command will write, refused before any work if its
+    directory does not exist."""
+    if not Path(path).resolve().parent.is_dir():
+        raise InputError(f"{option} {path}: its directory does not exist")
+    return Path(path)
 
 
 def read_config(path: str | None) -> Config:

@@ -136,6 +136,15 @@ def test_export_without_pytorch_is_refused(tiny, tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "state.pt").exists()
 
 
+def test_export_to_a_directory_that_does_not_exist_is_refused(tiny, tmp_path, capsys):
+    config, data = tiny
+    assert train(config, data, tmp_path / "run", "--steps", "2") == 0
+    capsys.readouterr()
+    out = tmp_path / "nowhere" / "state.pt"
+    assert main(["export", "--checkpoint", str(tmp_path / "run" / "checkpoint.safetensors"), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"planner export: --out {out}: its directory does not exist\n"
+
+
 def test_export_loads_into_the_reference(tiny, tmp_path):
     torch = pytest.importorskip("torch")
     config, data = tiny

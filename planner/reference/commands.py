@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from planner.cli import require_torch
+from planner.cli import output_file, require_torch
 from planner.files import written_whole
 
 
@@ -39,9 +39,9 @@ def _parameters(path: str):
 
 def export(args: argparse.Namespace) -> int:
     torch = require_torch()
+    out = output_file(args.out, "--out")
     config, params = _parameters(args.checkpoint)
     state = {name: torch.from_numpy(value.copy()) for name, value in params.items()}
-    out = Path(args.out)
     with written_whole(out) as f:
         torch.save(state, f)
     print(f"{len(state)} tensors of a {config.shape.layers}-layer model to {out}")
