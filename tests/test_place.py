@@ -262,6 +262,20 @@ def test_planner_place_writes_a_plan_that_reads_back(tmp_path, monkeypatch, caps
     assert numbers["verified"] == "yes" and numbers["optimised"] <= numbers["best_fit"]
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--budget", "-1"], "planner place: --budget -1: must be 0 seconds or more"),
+    (["--out", "{tmp}/nowhere/placed.json"], "planner place: --out {tmp}/nowhere/placed.json: cannot be written"),
+])
+def test_planner_place_refuses_bad_input_in_one_line(tmp_path, capsys, args, message):
+    config = tmp_path / "small.json"
+    config.write_text(json.dumps(to_dict(SMALL)))
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert cli.main(["place", "--config", str(config), "--budget", "1", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message.replace("{tmp}", str(tmp_path))) and err.count("\n") == 1
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_the_table_has_a_column_for_measured_peaks(small_plan, small_placed):
     row = Row("small", small_placed, 1.0, "yes")
     text = format_table([row], {"small": 3 << 20})

@@ -27,6 +27,7 @@ import z3
 
 from planner.certify.findings import PASS, Outcome
 from planner.certify.smt import UNSAT, solver_version
+from planner.files import written_whole
 from planner.schedule.plan import Plan
 
 SCHEMA = "planner-certificate/1"
@@ -100,7 +101,8 @@ def write(outcome: Outcome, directory: Path) -> Path:
         if r.query:
             (directory / f"{r.property}.smt2").write_text(r.query)
     path = directory / RECORD
-    path.write_text(json.dumps(record(outcome), indent=2) + "\n")
+    with written_whole(path, "w") as f:  # the record, which names the queries, last and whole
+        f.write(json.dumps(record(outcome), indent=2) + "\n")
     return path
 
 

@@ -11,6 +11,7 @@ import sys
 from planner.certify import certify
 from planner.certify.findings import PASS
 from planner.cli import InputError, mib, plan_from
+from planner.files import written_whole
 from planner.place.placement import BUDGET_S, Placement, place
 from planner.place.table import CONFIGS, format_table, rows, table_json, verify
 from planner.schedule.plan import dumps
@@ -61,6 +62,8 @@ def _peaks(path: str | None) -> dict[str, int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.budget < 0:
+        raise InputError(f"--budget {args.budget:g}: must be 0 seconds or more")
     if args.table:
         peaks = _peaks(args.peaks)
         table = rows(CONFIGS, args.budget, lambda plan: certify(plan).verdict)
@@ -75,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
         else:
             try:
-                with open(args.out, "w") as f:
+                with written_whole(args.out, "w") as f:
                     f.write(text)
             except OSError as error:
                 raise InputError(f"--out {args.out}: cannot be written ({error.strerror})") from None
