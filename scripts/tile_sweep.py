@@ -51,6 +51,7 @@ import torch
 from planner.bench import batches_argument, matmul_operands, plan_step_ms, same_result, torch_graph_us, torch_half
 from planner.kernels import manifest
 from planner.certify.sass import check_cubin
+from planner.files import written_whole
 from planner.kernels.manifest import (ARCHS, HEADS_CONSTANTS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES,
                                       product_key, product_output, spills_beside_copies, tile_serves, tiled_image)
 from planner.model.config import DEFAULT
@@ -366,7 +367,8 @@ def main() -> int:
     if args.write:
         table = {"device": device_name, "shared_limit": shared_limit,
                  "method": " ".join(__doc__.split("\n\n")[2].split()), "choices": dict(sorted(choices.items()))}
-        args.write.write_text(json.dumps(table, indent=1) + "\n")
+        with written_whole(args.write, "w") as f:  # the planner reads it: never half a table
+            f.write(json.dumps(table, indent=1) + "\n")
     return 0
 
 
