@@ -25,6 +25,8 @@ from importlib import resources
 from math import ceil, prod
 from typing import Callable, Mapping
 
+from planner.model.config import HALF_FORMATS
+
 # The architectures every image is built for: the seeds' card and the card we measure on.
 ARCHS = ("sm_86", "sm_90")
 
@@ -536,6 +538,14 @@ class ImageError(ValueError):
     pass
 
 
+# The constants that are words, and the words each may be: the half format,
+# and a product operand's layout ('c': stored K-major, A^T or B). Every other
+# constant is an integer the source takes as a C++ int.
+LAYOUTS = ("r", "c")
+WORD_CONSTANTS = {"half": HALF_FORMATS, "a_layout": LAYOUTS, "b_layout": LAYOUTS}
+INT32_MAX = 2**31 - 1
+
+
 @dataclass(frozen=True)
 class TensorMapSpec:
     """A tensor map an image takes after its parameter block on a card with
@@ -585,11 +595,18 @@ def image(family: str, name: str | None = None, **constants: int | str) -> Image
         raise ImageError(f"image family {family!r} takes constants {sorted(spec.constants)}, "
                          f"got {sorted(constants)}")
     for key, value in constants.items():
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ImageError(f"image {family!r} constant {key!r} must be an integer or a word")
+        words = WORD_CONSTANTS.get(key)
+        if words is not None and value not in words:
+            raise ImageError(f"image {family!r} constant {key!r} = {value!r} is not one of {', '.join(words)}")
+        if words is None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT32_MAX):
+            raise ImageError(f"image {family!r} constant {key!r} = {value!r} is not an integer in [0, {INT32_MAX}]")
     offsets, size = parameter_offsets(spec.arguments)
+    try:
+        block, shared = spec.block(constants), spec.shared(constants)
+    except (ArithmeticError, ValueError) as error:  # a tile that divides by zero, say
+        raise ImageError(f"image {family!r}: its constants give no block ({error})") from None
     return Image(name or family, family, tuple(sorted(constants.items())), spec.arguments, offsets, size,
-                 spec.block(constants), spec.shared(constants), spec.registers)
+                 block, shared, spec.registers)
 
 
 # ---- the tiled products' tiles (seed 003, coppeliusTiledCandidate) ----

@@ -10,7 +10,7 @@ from functools import lru_cache
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from planner.cli import main
+from planner.cli import main, summary
 from planner.schedule.plan import PlanError, dumps, from_json, loads, to_json
 
 
@@ -54,6 +54,42 @@ def test_image_that_differs_from_its_manifest_is_refused(small_json):
     data = copy.deepcopy(small_json)
     data["images"][0]["arguments"][0]["access"] = "read"
     assert "manifest" in str(_refused(data, "$.images[0]"))
+
+
+def test_image_constants_must_be_words_or_integers_the_source_takes(small_json):
+    k = next(k for k, i in enumerate(small_json["images"]) if i["family"] == "tiled-add")
+    for key, value, problem in (("wgmma", "c", "is not an integer"), ("block_m", 2 ** 31, "is not an integer"),
+                                ("a_layout", "x", "is not one of r, c"), ("half", "binary8", "is not one of")):
+        data = copy.deepcopy(small_json)
+        data["images"][k]["constants"][key] = value
+        assert problem in str(_refused(data, f"$.images[{k}]"))
+
+
+def test_the_configuration_must_be_one(small_json):
+    """The configuration the plan was derived from is checked as --config is."""
+    for section, key, value, problem in (("shape", "width", 0, "positive"), ("shape", "wdth", 3, "not a field"),
+                                         ("learner", "epsilon", {"a": 1}, "rational")):
+        data = copy.deepcopy(small_json)
+        data["config"].setdefault(section, {})[key] = value
+        assert problem in str(_refused(data, "$.config"))
+
+
+def test_notes_are_checked(small_json):
+    """The notes the summary and the runtime read name launches and
+    submissions the plan has."""
+    launches, submissions = len(small_json["launches"]), len(small_json["submissions"])
+    for change, path, problem in (
+            (lambda n: n["submissions"].__setitem__("update", 2), "$.notes.submissions.update", "list"),
+            (lambda n: n["submissions"].__setitem__("update", []), "$.notes.submissions.update", "no submission"),
+            (lambda n: n["submissions"].__setitem__("update", [submissions]), "$.notes.submissions.update[0]",
+             "outside"),
+            (lambda n: n["stretches"].__setitem__("update", [launches - 1, 2]), "$.notes.stretches.update",
+             "reaches launch"),
+            (lambda n: n.__setitem__("parameters", "many"), "$.notes.parameters", "integer"),
+            (lambda n: n.__setitem__("remarks", []), "$.notes.remarks", "no note")):
+        data = copy.deepcopy(small_json)
+        change(data["notes"])
+        assert problem in str(_refused(data, path))
 
 
 def test_stated_accesses_must_be_the_manifests(small_json):
@@ -113,6 +149,7 @@ def _paths(data, prefix=()):
 
 
 JUNK = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.text(max_size=5),
+                 st.sampled_from(["r", "c", "binary16", "bfloat16"]), st.integers(0, 3),
                  st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
 
 
@@ -129,7 +166,8 @@ def fuzz_base() -> dict:
 @settings(max_examples=150, deadline=None)
 def test_fuzzed_plans_never_crash(data):
     """Replace or delete any value: the reader refuses with a PlanError (or
-    accepts an equivalent plan), never another exception."""
+    accepts a plan the summary of `planner plan --load` reads), never
+    another exception."""
     doc = copy.deepcopy(fuzz_base())
     paths = [p for p in _paths(doc) if p]
     path = data.draw(st.sampled_from(paths))
@@ -143,9 +181,10 @@ def test_fuzzed_plans_never_crash(data):
     else:
         parent.pop(path[-1])
     try:
-        from_json(doc)
+        plan = from_json(doc)
     except PlanError:
-        pass
+        return
+    summary(plan)
 
 
 @given(cut=st.integers(0, 10 ** 9))

@@ -515,6 +515,24 @@ def test_the_plan_refuses_an_image_that_does_not_wait(monkeypatch, tmp_path):
     assert len(found.attested) == 2 * len(plan.images) - 1
 
 
+def test_an_image_that_does_not_compile_fails_naming_the_error():
+    """Property 6 fails for an image NVRTC refuses, with the log's first
+    error: here a product tile of one stage, which its source asserts
+    against."""
+    from planner.certify import machine
+    from planner.kernels.manifest import image
+    from planner.model.config import DEFAULT
+    from planner.schedule import build_plan
+
+    plan = build_plan(DEFAULT)
+    product = next(i for i in plan.images if i.family == "tiled-add")
+    one_stage = image(product.family, product.name, **(product.constant_map | {"stages": 1}))
+    found = machine.sass_check(("sm_86",))(replace(plan, images=(one_stage,)))
+    (violation,) = found.violations
+    assert "does not compile: tiled.cu(" in violation.message
+    assert "error: static assertion failed" in violation.message and not found.attested
+
+
 def test_shortened_stall_counts_cycles_across_blocks(cubins):
     for arch, cubin in cubins.items():
         functions = disassemble(cubin)

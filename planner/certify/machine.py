@@ -30,7 +30,7 @@ def sass_check(archs: Iterable[str] = ARCHS):
                     cubins[img.name] = compile_image(img, arch)
                 except CompileError as error:
                     violations.append(Violation(NAME, f"image {img.name} ({arch}) does not compile: "
-                                                      f"{str(error).splitlines()[0]}"))
+                                                      f"{error.reason()}"))
             for name, report in check_cubins(cubins, arch, cache_directory() / "sass").items():
                 early = [(k.kernel, k.early_access) for k in report.kernels if k.early_access is not None]
                 early = early if dependent_launch(arch) else []

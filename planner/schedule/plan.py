@@ -19,8 +19,10 @@ from functools import cached_property
 from typing import Any, Iterator
 
 from planner.kernels.manifest import (POINTER, READ, READ_WRITE, WRITE, Image, ImageError, image)
+from planner.model.config import ConfigError, from_dict
 
 SCHEMA = "planner-plan/2"
+NOTES = ("parameters", "stretches", "submissions", "placement")
 DEVICE, HOST_MAPPED = "device", "host-mapped"
 # Sizes, offsets and counts in a plan file are bounded before any arithmetic.
 MAX_BYTES = 1 << 48
@@ -363,6 +365,43 @@ def _pair(r: _Reader) -> tuple[int, int]:
     return items[0].integer(0, MAX_ITEMS), items[1].integer(0, MAX_ITEMS)
 
 
+def _read_config(r: _Reader) -> dict:
+    """The configuration the plan was derived from, as written: it must be
+    one (the runtime and the bench read it), though certifying a plan file
+    rests on its launches alone."""
+    try:
+        from_dict(r.mapping())
+    except ConfigError as error:
+        raise r.fail(str(error)) from None
+    return r.data
+
+
+def _read_notes(r: _Reader, launches: int, submissions: int) -> dict:
+    """What the planner noted beside the plan: the parameter count, the
+    stretches of launches the runtime issues by name ([first, count]), the
+    submissions of each kind, and a placed plan's placement (whose sites
+    the placement's reader checks where it reads them)."""
+    notes = r.mapping()
+    for key in notes:
+        if key not in NOTES:
+            raise r[key].fail(f"is no note planner writes ({', '.join(NOTES)})")
+    if "parameters" in notes:
+        r["parameters"].integer()
+    for name in r.get("stretches", {}).mapping():
+        first, count = _pair(r["stretches"][name])
+        if first + count > launches:
+            raise r["stretches"][name].fail(f"reaches launch {first + count - 1} of {launches}")
+    for name in r.get("submissions", {}).mapping():
+        indices = r["submissions"][name].items()
+        if not indices:
+            raise r["submissions"][name].fail("names no submission")
+        for index in indices:
+            index.integer(0, submissions - 1)
+    if "placement" in notes:
+        r["placement"].mapping()
+    return notes
+
+
 def from_json(data: Any) -> Plan:
     """Read a plan from untrusted JSON data; raise PlanError naming the path."""
     root = _Reader(data)
@@ -400,8 +439,8 @@ def from_json(data: Any) -> Plan:
                         for n, s in enumerate(root["submissions"].items()))
     steps = root["run"].items()
     run = tuple(_read_step(s, len(steps)) for s in steps)
-    notes = root.get("notes", {}).mapping()
-    plan = Plan(root["config"].mapping(), windows, planes, tuple(g.text() for g in root["globals"].items()),
+    notes = _read_notes(root.get("notes", {}), len(launches), len(submissions))
+    plan = Plan(_read_config(root["config"]), windows, planes, tuple(g.text() for g in root["globals"].items()),
                 phases, images, tuple(launches), submissions, run, root.get("layout", "seed").text(), notes)
     check_consistent(plan)
     return plan
