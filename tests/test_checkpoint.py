@@ -57,6 +57,12 @@ def test_corrupt_files_are_refused(tmp_path):
         load(tmp_path / "missing.safetensors")
 
 
+def test_a_negative_step_is_refused(tmp_path):
+    save(tmp_path / "c.safetensors", Checkpoint(-10, TINY, banks(TINY), ""))
+    with pytest.raises(CheckpointError, match="step -10 is negative"):
+        load(tmp_path / "c.safetensors", TINY)
+
+
 def test_a_save_killed_mid_write_leaves_the_previous_checkpoint(tmp_path):
     """A process killed while writing a new checkpoint: the old one is
     intact, and no new file appears under the checkpoint's name."""

@@ -113,6 +113,21 @@ def test_bad_input_is_one_line_and_writes_nothing(tiny, tmp_path, capsys, args, 
     assert not (tmp_path / "run").exists()
 
 
+def test_a_checkpoint_taken_inside_an_invocation_is_refused(tiny, tmp_path, capsys):
+    """Its step is not a multiple of the update pieces: planner never saves
+    there, so the file is damaged, and nothing runs."""
+    from planner.model.config import load as load_config
+    from planner.runtime.checkpoint import Checkpoint, save
+    from tests.test_checkpoint import banks
+    config, data = tiny
+    model = load_config(config)
+    save(tmp_path / "c.safetensors", Checkpoint(model.run.update_pieces + 1, model, banks(model), ""))
+    assert train(config, data, tmp_path / "run", "--steps", "2", "--resume", str(tmp_path / "c.safetensors")) == 2
+    err = capsys.readouterr().err
+    assert "not between invocations" in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_checkpoint_of_another_model_is_refused(tiny, tmp_path, capsys):
     config, data = tiny
     assert train(config, data, tmp_path / "run", "--steps", "2") == 0

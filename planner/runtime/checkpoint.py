@@ -114,6 +114,8 @@ def load(path: Path, config: Config | None = None) -> Checkpoint:
         step = int(metadata["step"])
     except (KeyError, ValueError, ConfigError) as error:
         raise CheckpointError(f"checkpoint {path}: its metadata is damaged ({error})") from None
+    if step < 0:
+        raise CheckpointError(f"checkpoint {path}: its metadata is damaged (step {step} is negative)")
     if config is not None and model_digest(config) != metadata.get("model_digest", ""):
         raise CheckpointError(f"checkpoint {path}: written for another model (shape {to_dict(stored)['shape']}), "
                               f"not this configuration's {to_dict(config)['shape']}")

@@ -95,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
             resumed = ckpt.load(Path(args.resume), config)
         except ckpt.CheckpointError as error:
             return _fail(str(error))
+        if resumed.step % pieces:  # planner saves only between invocations
+            return _fail(f"checkpoint {args.resume}: taken after update {resumed.step}, not between invocations "
+                         f"(a multiple of run.update_pieces, {pieces})")
     try:
         from planner.data.command import embedded
         from planner.data.shards import read_dataset
