@@ -140,6 +140,26 @@ def test_a_report_must_name_two_planes_and_a_launch():
         read_report({"overlaps": [{"plane_a": "a", "launch_index": 3}]})
     with pytest.raises(ReportError):
         read_report("nonsense")
+    for properties in ([{"violations": 5}], [3]):  # a certificate's report whose properties are damaged
+        with pytest.raises(ReportError):
+            read_report({"properties": properties})
+    machine_code = {"message": "image fill (sm_90) does not compile", "planes": [], "writer": None}
+    assert read_report({"properties": [{"violations": [machine_code]}]}) == []
+
+
+def test_a_report_of_another_plan_is_refused(tmp_path, capsys):
+    """A report naming a plane, a launch or a run position the plan has not
+    is refused in one line, and no picture is written."""
+    for record, what in (({"plane_a": "nope", "plane_b": "logits", "launch_index": 3}, "plane 'nope'"),
+                         ({"plane_a": "qkv", "plane_b": "logits", "launch_index": 10 ** 9}, "launch 1000000000"),
+                         ({"plane_a": "qkv", "plane_b": "logits", "launch_index": 3, "position": -7},
+                          "run position -7")):
+        report = tmp_path / "report.json"
+        report.write_text(json.dumps([record]))
+        assert cli.main(["explain", "--report", str(report), "--out", str(tmp_path / "arena.svg")]) == 2
+        err = capsys.readouterr().err
+        assert f"record 0 names {what}, which this plan has not" in err and err.count("\n") == 1
+        assert not (tmp_path / "arena.svg").exists()
 
 
 def test_a_seed_plane_named_in_a_report_is_found(small_plan):

@@ -71,7 +71,11 @@ def read_report(data: object) -> list[Mark]:
     if isinstance(data, dict):
         results = data.get("properties", data.get("results"))
         if isinstance(results, list):
-            data = [v for r in results if isinstance(r, dict) for v in r.get("violations") or []]
+            if not all(isinstance(r, dict) and isinstance(r.get("violations") or [], list) for r in results):
+                raise ReportError("a certificate's report must hold properties that each list their violations")
+            # a violation naming no plane (the machine code's) has nothing in a window to draw
+            data = [v for r in results for v in r.get("violations") or []
+                    if not (isinstance(v, dict) and v.get("planes") == [])]
         else:
             data = next((data[k] for k in ("overlaps", "failures", "violations") if k in data), None)
     if not isinstance(data, list):
@@ -186,6 +190,19 @@ class Picture:
             return [mark.position] if self.first <= mark.position <= self.last else []
         return [p for p in range(self.first, self.last + 1) if self.events[p].launch == mark.launch_index
                 and (mark.step is None or self.events[p].step == mark.step)]
+
+    def foreign(self, mark: Mark) -> str | None:
+        """What a report's mark names that this plan has not (the report
+        is another plan's), or None."""
+        for name in (mark.plane_a, mark.plane_b):
+            if name not in self.plan.plane and not any(t.name == name or t.name.startswith(name + "@")
+                                                       for t in self.tensors):
+                return f"plane {name!r}"
+        if not -1 <= mark.launch_index < len(self.plan.launches):
+            return f"launch {mark.launch_index}"
+        if mark.position is not None and not 0 <= mark.position < len(self.events):
+            return f"run position {mark.position}"
+        return None
 
     def launch_text(self, mark: Mark) -> str:
         if 0 <= mark.launch_index < len(self.plan.launches):

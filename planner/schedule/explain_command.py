@@ -60,6 +60,9 @@ def run(args: argparse.Namespace) -> int:
         plan = place(plan).plan
     pic = picture(plan, args.window, _report(args.report) if args.report else [], _positions(args.positions),
                   args.movable)
+    for n, mark in enumerate(pic.marks):
+        if what := pic.foreign(mark):
+            raise InputError(f"report {args.report}: record {n} names {what}, which this plan has not")
     if args.check:
         if not listed_sites(plan):
             raise InputError("--check draws a placed plan's live overlaps; this plan is not placed "
