@@ -15,7 +15,7 @@ from typing import Callable
 from planner.data.batches import DataError
 from planner.model.config import DEFAULT, Config, ConfigError, load
 from planner.runtime.checkpoint import CheckpointError
-from planner.schedule.plan import Plan, PlanError
+from planner.schedule.plan import SCHEMA, Plan, PlanError
 
 
 class InputError(Exception):
@@ -135,7 +135,7 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="derive the plan and summarise it, or export it as JSON",
                        description="Derive the plan from the configuration; summarise it or write it as JSON.")
     _add_plan_source(p)
-    p.add_argument("--json", action="store_true", help="write the whole plan as JSON (schema planner-plan/2)")
+    p.add_argument("--json", action="store_true", help=f"write the whole plan as JSON (schema {SCHEMA})")
     p.set_defaults(run=cmd_plan)
     for name, (module, add, run, text) in COMMANDS.items():
         m = __import__(module, fromlist=[add, run])

@@ -26,10 +26,8 @@ class Ev:
         return (self.run_step, self.launch, self.access.argument)
 
 
-def _smallest(planes, a: Access, prefer: str = "") -> str | None:
+def _smallest(planes, a: Access) -> str | None:
     fits = [p for p in planes if p.window == a.window and p.offset <= a.start and a.stop <= p.stop]
-    if any(p.name == prefer for p in fits):
-        return prefer
     return min(fits, key=lambda p: (p.bytes, p.offset, p.name)).name if fits else None
 
 
@@ -58,7 +56,7 @@ class Run:
             if step.kind in (HOST_WRITE, HOST_READ):
                 a = Access(step.what or step.kind, WRITE if step.kind == HOST_WRITE else READ,
                            step.window, step.start, step.stop)
-                self.events.append(Ev(me, p, None, a, _smallest(plan.planes, a, step.what)))
+                self.events.append(Ev(me, p, None, a, _smallest([plan.plane[step.plane]], a)))
             host = mask | (1 << me)
             if step.kind == SUBMIT:
                 start = host
@@ -120,7 +118,7 @@ def containment(plan: Plan) -> set:
                 bad.add((launch.index, a.argument))
     run = Run(plan)
     for e in run.events:
-        if e.launch is None and not _inside(plan, plan.planes, e.access):
+        if e.launch is None and not _inside(plan, [plan.plane[plan.run[e.run_step].plane]], e.access):
             bad.add(("host", e.run_step))
     return bad
 

@@ -76,8 +76,8 @@ class Builder:
         self.run.append(Step(WAIT, after=(position,)))
         return len(self.run) - 1
 
-    def host(self, kind: str, start: int, stop: int, what: str = "", window: str = STAGING) -> int:
-        self.run.append(Step(kind, window=window, start=start, stop=stop, what=what))
+    def host(self, kind: str, start: int, stop: int, plane: str, window: str = STAGING) -> int:
+        self.run.append(Step(kind, window=window, start=start, stop=stop, plane=plane))
         return len(self.run) - 1
 
     def build(self) -> Plan:

@@ -23,7 +23,7 @@ def plans(draw) -> Plan:
     word = lambda hi: 4 * draw(st.integers(0, hi // 4))
     planes = []
     for i in range(draw(st.integers(2, 6))):
-        window = STAGING if draw(st.integers(0, 4)) == 0 else ARENA
+        window = STAGING if draw(st.integers(0, 3)) == 0 else ARENA
         top = ARENA_BYTES if window == ARENA else STAGING_BYTES
         offset = word(top - 8)
         size = 4 + word(min(96, top - offset - 4))
@@ -64,6 +64,7 @@ def plans(draw) -> Plan:
 
     submissions = [submission() for _ in range(draw(st.integers(1, 3)))]
     submitted: list[int] = []
+    staging = [p.name for p in planes if p.window == STAGING]
     for _ in range(draw(st.integers(1, 7))):
         kind = draw(st.sampled_from(["submit", "submit", "wait", "write", "read"]))
         if kind == "submit" or (kind == "wait" and not submitted):
@@ -71,10 +72,11 @@ def plans(draw) -> Plan:
             submitted.append(b.submit(draw(st.sampled_from(submissions)), tuple(sorted(after))))
         elif kind == "wait":
             b.wait(draw(st.sampled_from(submitted)))
-        else:
+        elif staging:
             lo = word(STAGING_BYTES - 4)
             hi = lo + 4 + word(min(32, STAGING_BYTES - lo - 4))
-            b.host(HOST_WRITE if kind == "write" else HOST_READ, lo, hi, draw(st.sampled_from(names + [""])))
+            # a staging plane, which may or may not hold the bytes
+            b.host(HOST_WRITE if kind == "write" else HOST_READ, lo, hi, draw(st.sampled_from(staging)))
     return b.build()
 
 
@@ -86,7 +88,7 @@ def replays(plan: Plan, prop: str, v) -> bool:
         actor = v.writer or v.other
         a = actor.span
         if actor.launch is None:
-            scope = plan.planes
+            scope = [plan.plane[plan.run[actor.run_step].plane]]
         else:
             scope = brute.allowed(plan, actor.phase)
         return inside(a) and not any(p.window == a.window and p.offset <= a.start and a.stop <= p.stop

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from planner.schedule.graph import (AWAIT, DONE, HOST_ORDER, ISSUE, LAUNCH, PROGRAM_ORDER, SEMAPHORE, START, STEP,
                                     RunGraph)
 from planner.schedule.plan import HOST_READ, HOST_WRITE
-from tests.plans import Builder, synthetic
+from tests.plans import STAGING, Builder, synthetic
 from tests.test_certify_random import plans
 
 
@@ -21,16 +21,17 @@ def small():
     before the first, a wait for the second, a host read after."""
     b = Builder()
     x = b.plane("x", 0, 64)
+    b.plane("inputs", 0, 16, STAGING)
     ph = b.phase("p", ["x"])
     l0 = b.launch("fill", ph, 16, out=x)
     l1 = b.launch("copy", ph, 8, out=x, **{"in": ("arena", 32)})
     l2 = b.launch("fill", ph, 4, out=x)
     s0, s1 = b.submission([l0, l1]), b.submission([l2])
-    b.host(HOST_WRITE, 0, 16)        # 0
+    b.host(HOST_WRITE, 0, 16, "inputs")  # 0
     first = b.submit(s0)             # 1
     second = b.submit(s1, (first,))  # 2
     b.wait(second)                   # 3
-    b.host(HOST_READ, 0, 16)         # 4
+    b.host(HOST_READ, 0, 16, "inputs")   # 4
     return b.build()
 
 

@@ -113,6 +113,25 @@ def test_bad_input_is_one_line_and_writes_nothing(tiny, tmp_path, capsys, args, 
     assert not (tmp_path / "run").exists()
 
 
+def test_a_last_checkpoint_chunk_inside_the_input_plane_resumes_bit_for_bit(tiny, tmp_path):
+    """Eight sequences, and a staging window that leaves a last checkpoint
+    chunk of 1024 bytes: it lies inside the token ids' plane (2048 bytes),
+    and is still the checkpoint's, to the certificate and to the runtime
+    (each took it for the token ids, the smallest plane holding it)."""
+    from safetensors.numpy import load_file
+    _, data = tiny
+    config = tmp_path / "eight.json"
+    config.write_text(json.dumps({"shape": TINY["shape"] | {"batch": 8},
+                                  "run": TINY["run"] | {"staging_bytes": 53 * 4096}}))
+    assert train(config, data, tmp_path / "straight", "--steps", "4") == 0
+    assert train(config, data, tmp_path / "half", "--steps", "2") == 0
+    assert train(config, data, tmp_path / "resumed", "--steps", "2",
+                 "--resume", str(tmp_path / "half" / "checkpoint.safetensors")) == 0
+    a = load_file(tmp_path / "straight" / "checkpoint.safetensors")
+    b = load_file(tmp_path / "resumed" / "checkpoint.safetensors")
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
 def test_a_checkpoint_taken_inside_an_invocation_is_refused(tiny, tmp_path, capsys):
     """Its step is not a multiple of the update pieces: planner never saves
     there, so the file is damaged, and nothing runs."""

@@ -3,10 +3,9 @@ in, and the run's nodes that perform them.
 
 An access of a launch belongs to the plane of the launch's phase (fresh or
 carried) or the global that contains it; a host step's access to the plane
-of its window that contains it (the one its `what` names, if that fits, else
-the smallest). An access no such plane contains belongs to none: property 1
-reports it, and the liveness properties leave it out (its writes still
-count as writes of the bytes).
+the step names, if that contains it. An access no such plane contains
+belongs to none: property 1 reports it, and the liveness properties leave it
+out (its writes still count as writes of the bytes).
 """
 
 from __future__ import annotations
@@ -44,14 +43,10 @@ def phase_planes(plan: Plan, phase: str) -> tuple[Plane, ...]:
     return tuple(plan.plane[n] for n in names)
 
 
-def containing(planes: tuple[Plane, ...], access: Access, prefer: str = "") -> Plane | None:
-    """The plane of `planes` that holds all of `access` (the preferred one if
-    it does, else the smallest)."""
+def containing(planes: tuple[Plane, ...], access: Access) -> Plane | None:
+    """The smallest plane of `planes` that holds all of `access`."""
     fits = [p for p in planes
             if p.window == access.window and p.offset <= access.start and access.stop <= p.stop]
-    for p in fits:
-        if p.name == prefer:
-            return p
     return min(fits, key=lambda p: (p.bytes, p.offset, p.name), default=None)
 
 
@@ -75,11 +70,10 @@ class Facts:
                 sites.append(self._site(launch.index, -1, a, homes[key]))
             self.launch_sites.append(tuple(sites))
         self.step_sites: dict[int, Site] = {}
-        in_window = {w.name: tuple(p for p in plan.planes if p.window == w.name) for w in plan.windows}
         for position, step in enumerate(plan.run):
             if step.kind in (HOST_WRITE, HOST_READ):
                 a = host_access(step)
-                self.step_sites[position] = self._site(-1, position, a, containing(in_window[a.window], a, step.what))
+                self.step_sites[position] = self._site(-1, position, a, containing((plan.plane[step.plane],), a))
 
     def _site(self, launch: int, step: int, access: Access, plane: Plane | None) -> Site:
         site = Site(len(self.sites), launch, step, access, plane.name if plane else None)

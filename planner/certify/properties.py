@@ -178,8 +178,9 @@ def _containment(ctx: Context) -> Iterator[Candidate]:
     for launch in plan.launches:
         for site in facts.launch_sites[launch.index]:
             consider(site, launch.phase, allowed[launch.phase])
-    for site in facts.step_sites.values():
-        consider(site, "host", tuple(plan.planes))
+    for position, site in facts.step_sites.items():  # a host step's bytes lie in the plane it names
+        named = plan.plane[plan.run[position].plane]
+        consider(site, f"host {named.name}", (named,))
     for site, home in groups.values():
         size = plan.window[site.access.window].bytes
         yield Candidate((site.start, site.stop, size, tuple((p.offset, p.stop) for p in home)), (site, home))
@@ -201,7 +202,7 @@ def _explain_containment(ctx: Context, refs: tuple, m: dict[str, int]) -> Violat
     actor = ctx.actor(site)
     a = site.access
     size = ctx.plan.window[a.window].bytes
-    scope = f"phase {actor.phase}" if site.launch >= 0 else f"window {a.window}"
+    scope = f"phase {actor.phase}" if site.launch >= 0 else f"its plane {ctx.plan.run[site.step].plane}"
     if a.stop > size:
         outside, why = Span(a.window, max(a.start, size), a.stop), f"runs past the end of window {a.window}"
     elif home:
@@ -209,7 +210,8 @@ def _explain_containment(ctx: Context, refs: tuple, m: dict[str, int]) -> Violat
         outside = Span(a.window, far.stop, a.stop)
         why = f"runs {a.stop - far.stop} bytes past the end of plane {far.name}"
     else:
-        outside, why = Span(a.window, a.start, a.stop), f"starts in no plane of {scope} nor a global"
+        outside, why = Span(a.window, a.start, a.stop), \
+            f"starts in no plane of {scope} nor a global" if site.launch >= 0 else f"starts outside {scope}"
     planes = tuple(Span(p.window, p.offset, p.stop, p.name) for p in home)
     return Violation("containment", f"{actor} {why}", planes, outside,
                      actor if a.writes else None, None if a.writes else actor, witness=m)

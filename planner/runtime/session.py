@@ -47,7 +47,6 @@ class Session:
         # each update piece's AdamW launches (a launch per piece of the bank)
         self.adamw = [range(first, first + count) for first, count in
                       (stretches[f"adamw-{k}"] for k in range(self.config.run.update_pieces))]
-        self.staging = {p.name: p for p in plan.planes if p.window == "staging"}
         self.executor = Executor(plan, device, self._supply, self._receive)
         self.step = 0                          # updates done
         self.inputs: dict[str, bytes] = {}     # plane -> what the host writes there next
@@ -55,20 +54,13 @@ class Session:
         self.chunks: list[bytes] = []          # checkpoint chunks read, in order
         self.patched = -1                      # the update whose AdamW words the launches hold
 
-    # ---- the host's data, by the staging plane a step touches ----
-
-    def _plane(self, step: Step) -> str:
-        """The smallest named staging plane holding the step's bytes."""
-        holding = [p for p in self.staging.values() if p.offset <= step.start and step.stop <= p.stop]
-        if not holding:
-            raise RunError(f"host step '{step.what}' touches no named plane")
-        return min(holding, key=lambda p: p.bytes).name
+    # ---- the host's data, by the staging plane a step names ----
 
     def _supply(self, step: Step) -> bytes:
-        return self.inputs[self._plane(step)]
+        return self.inputs[step.plane]
 
     def _receive(self, step: Step, data: bytes) -> None:
-        plane = self._plane(step)
+        plane = step.plane
         if plane == "checkpoint-window":
             self.chunks.append(data)
         self.results[plane] = data

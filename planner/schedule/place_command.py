@@ -14,6 +14,7 @@ from planner.cli import InputError, mib, plan_from
 from planner.files import written_whole
 from planner.place.placement import BUDGET_S, Placement, place
 from planner.place.table import CONFIGS, format_table, rows, table_json, verify
+from planner.schedule.plan import SCHEMA
 from planner.schedule.plan import dumps
 
 
@@ -21,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="configuration JSON (default: the embedded default)")
     p.add_argument("--load", metavar="FILE", help="place a plan file ('-' for standard input) instead")
     p.add_argument("--out", metavar="FILE",
-                   help="write the placed plan (JSON, planner-plan/2; '-' for standard output)")
+                   help=f"write the placed plan (JSON, {SCHEMA}; '-' for standard output)")
     p.add_argument("--budget", metavar="SECONDS", type=float, default=BUDGET_S,
                    help=f"time for the optimising search (default {BUDGET_S:g}; it stops at LOAD)")
     p.add_argument("--table", action="store_true",

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 from planner.kernels.manifest import (POINTER, READ, READ_WRITE, WRITE, Image, ImageError, image)
 from planner.model.config import ConfigError, from_dict
 
-SCHEMA = "planner-plan/2"
+SCHEMA = "planner-plan/3"
 NOTES = ("parameters", "stretches", "submissions", "placement")
 DEVICE, HOST_MAPPED = "device", "host-mapped"
 # Sizes, offsets and counts in a plan file are bounded before any arithmetic.
@@ -158,8 +158,11 @@ class Step:
       the submit steps at run positions `after` are released.
     wait: the host blocks until the submit step at run position `after[0]`
       has released its semaphore.
-    write / read: the host writes or reads bytes [start, stop) of `window`
-      (`what` says which data).
+    write / read: the host writes or reads bytes [start, stop) of `window`,
+      which lie in its staging plane `plane` (`what` says which data): the
+      runtime's data for the step is that plane's, and the certificate takes
+      the step's bytes as that plane's (a checkpoint chunk may be smaller
+      than an input plane it shares bytes with).
     """
 
     kind: str
@@ -169,6 +172,7 @@ class Step:
     start: int = 0
     stop: int = 0
     what: str = ""
+    plane: str = ""
 
 
 @dataclass(frozen=True)
@@ -254,7 +258,7 @@ def _step_json(s: Step) -> dict:
     elif s.kind == WAIT:
         out |= {"after": list(s.after)}
     else:
-        out |= {"window": s.window, "start": s.start, "stop": s.stop, "what": s.what}
+        out |= {"window": s.window, "start": s.start, "stop": s.stop, "what": s.what, "plane": s.plane}
     return out
 
 
@@ -355,7 +359,7 @@ def _read_step(r: _Reader, positions: int) -> Step:
             raise r["after"].fail("a wait names exactly one submit step")
         return Step(kind, after=after)
     return Step(kind, window=r["window"].text(), start=r["start"].integer(), stop=r["stop"].integer(),
-                what=r["what"].text())
+                what=r["what"].text(), plane=r["plane"].text())
 
 
 def _pair(r: _Reader) -> tuple[int, int]:
@@ -552,5 +556,7 @@ def check_consistent(plan: Plan) -> None:
         if step.kind in (HOST_WRITE, HOST_READ):
             if step.window not in plan.window:
                 raise PlanError(f"{where}.window", f"names no window ({step.window!r})")
+            if step.plane not in plan.plane or plan.plane[step.plane].window != step.window:
+                raise PlanError(f"{where}.plane", f"names no plane of window {step.window} ({step.plane!r})")
             if not step.start < step.stop:
                 raise PlanError(f"{where}", "must cover at least one byte (start < stop)")

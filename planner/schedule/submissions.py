@@ -106,7 +106,7 @@ class Host:
         self._settle()
         window, offset = self.layout.at(plane)
         end = offset + (self.layout.sizes[plane] if stop is None else stop)
-        self.steps.append(Step(kind, window=window, start=offset + start, stop=end, what=what))
+        self.steps.append(Step(kind, window=window, start=offset + start, stop=end, what=what, plane=plane))
 
 
 def run_sample(b: Builder, s: Schedule) -> tuple[Step, ...]:
