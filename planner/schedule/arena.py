@@ -221,8 +221,11 @@ def seed_layout(config: Config) -> Layout:
     put("norm2-input-gradient", off["norm-scratch"], plane)
     put("output-dy-half", off["norm2-half"], half_plane)
     chain(scratch, [("output-dy-t", half_plane), ("output-merged-t", half_plane), ("output-weight-t", 2 * W * W)])
-    put("context-gradient-heads", off["gated-half"], heads_half)
     chain(off["up"], [("queries-t", heads_half), ("keys-t", kv_half), ("context-gradient-t", heads_half)])
+    # where the ffn's items are smaller than the heads' planes (an ffn
+    # below about width / 8), the gated half would end inside the row terms
+    # the same launch writes in context-gradient-t: the plane goes past them
+    put("context-gradient-heads", max(off["gated-half"], after("context-gradient-t")), heads_half)
     # the qkv gradient, transposed in the half format: the attention
     # backward writes its rows, the queries' and keys' turned back by the
     # rotary angles (the seed's gradients by head and its token-major
@@ -236,7 +239,7 @@ def seed_layout(config: Config) -> Layout:
     # the residual gradients, x-hat and the report, past the workspace (x-hat's
     # plane holds the layer norm backward's column sums and, in its second
     # half, its gradient in the half format: launches.layer_norm_backward)
-    work_end = max(off["down"] + plane, off["embedding-half-t"] + size["embedding-half-t"])
+    work_end = max(off[name] + size[name] for name in ("down", "embedding-half-t", "context-gradient-heads"))
     staging = staging_layout(config)
     loss_block = staging["result-diagnostics"][1]
     put("residual-gradient", align(work_end, BANK_ALIGNMENT), plane)
