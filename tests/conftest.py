@@ -1,4 +1,5 @@
-"""Shared fixtures: the default plan and a small plan, built once per run."""
+"""Shared fixtures: the default plan and a small plan, built once per run;
+random shapes for property tests."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import strategies as st
 
 from planner.model.config import DEFAULT, Shape
 from planner.schedule import build_plan
@@ -15,6 +17,20 @@ SEEDS = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
 SMALL = replace(DEFAULT, shape=Shape(layers=2, width=256, heads=4, kv_heads=4, ffn=512, vocab=512, seq=256,
                                      batch=4),
                 run=replace(DEFAULT.run, staging_bytes=1 << 20, prediction_rows=(0, -1)))
+
+
+@st.composite
+def shapes(draw, heads=(1, 2, 4, 8), layers: int = 3, ffn: int = 12, vocab: int = 8, seqs=(1, 2, 4, 8),
+           batch: int = 4) -> Shape:
+    """Shapes the configuration takes (64-wide heads, grouped K/V heads,
+    whole tiles): up to `layers` layers, ffn up to `ffn` tiles of 64, vocab
+    up to `vocab` tiles of 256, sequences of `seqs` tiles of 64, up to
+    `batch` of them."""
+    h = draw(st.sampled_from(heads))
+    return Shape(layers=draw(st.integers(1, layers)), width=64 * h, heads=h,
+                 kv_heads=draw(st.sampled_from([k for k in heads if h % k == 0])),
+                 ffn=64 * draw(st.integers(1, ffn)), vocab=256 * draw(st.integers(1, vocab)),
+                 seq=64 * draw(st.sampled_from(seqs)), batch=draw(st.integers(1, batch)))
 
 
 @pytest.fixture

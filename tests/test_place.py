@@ -24,7 +24,7 @@ from planner.place.search import improve
 from planner.place.table import Row, format_table, table_json, verify
 from planner.schedule import build_plan
 from planner.schedule.plan import SUBMIT, dumps, loads
-from tests.conftest import SMALL
+from tests.conftest import SMALL, shapes
 
 # Small enough to train on the CPU references in a second or two.
 TINY = replace(DEFAULT, shape=Shape(layers=1, width=128, heads=2, kv_heads=1, ffn=128, vocab=256, seq=64, batch=2),
@@ -169,17 +169,6 @@ def test_the_small_placed_plan_is_certified(small_placed):
     certify = pytest.importorskip("planner.certify")
     outcome = certify.certify(small_placed.plan)
     assert outcome.verdict == "pass", [(r.property, r.verdict, r.violations[:1]) for r in outcome.results]
-
-
-@st.composite
-def shapes(draw) -> Shape:
-    """Shapes the configuration takes (64-wide heads, grouped K/V heads,
-    whole tiles), small enough to plan and place in a second."""
-    heads = draw(st.sampled_from([1, 2, 4, 8]))
-    return Shape(layers=draw(st.integers(1, 3)), width=64 * heads, heads=heads,
-                 kv_heads=draw(st.sampled_from([k for k in (1, 2, 4, 8) if heads % k == 0])),
-                 ffn=64 * draw(st.integers(1, 12)), vocab=256 * draw(st.integers(1, 8)),
-                 seq=64 * draw(st.sampled_from([1, 2, 4, 8])), batch=draw(st.integers(1, 4)))
 
 
 @settings(max_examples=12, deadline=None)

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 from planner.data.batches import Batches
 from planner.data.corpus import byte_tokens
@@ -14,6 +15,7 @@ from planner.model.config import DEFAULT, Shape
 from planner.runtime.cpu import CpuDevice
 from planner.runtime.session import Session
 from planner.schedule import build_plan
+from tests.conftest import shapes
 
 TINY = replace(DEFAULT, shape=Shape(layers=1, width=128, heads=2, kv_heads=1, ffn=128, vocab=256, seq=64, batch=2),
                run=replace(DEFAULT.run, staging_bytes=1 << 20, prediction_rows=(0, -1), update_pieces=2))
@@ -42,6 +44,27 @@ def test_one_update_matches_the_reference(tiny_plan):
     # binary16 operands: each product rounds its inputs to 11 bits
     assert max(errors.values()) < 3e-3, errors
     assert torch is not None
+
+
+@settings(max_examples=6, deadline=None)
+@given(shapes(heads=(1, 2, 4), layers=2, ffn=6, vocab=3, seqs=(1, 2), batch=3))  # a second each on the CPU
+def test_one_update_matches_the_reference_at_any_shape(shape):
+    """The placed plan of a random shape (grouped K/V heads, several layers
+    and sequences), one update on the CPU references against the PyTorch
+    model: every launch's offsets, extents and scalars come from the shape."""
+    pytest.importorskip("torch")
+    from planner.place.placement import place
+    from planner.reference.check import plan_gradients, reference_gradients, relative_errors
+    config = replace(TINY, shape=shape)
+    plan = place(build_plan(config), budget_s=0.2).plan
+    session = Session(plan, CpuDevice(plan))
+    ids, targets = Batches(byte_tokens(1 << 20) % shape.vocab, shape.batch, shape.seq, seed=1)(0)
+    session.start(ids)
+    loss, grads, parameters = plan_gradients(session, ids, targets)
+    ref_loss, ref_grads = reference_gradients(config, parameters, ids, targets)
+    assert abs(loss - ref_loss) / ref_loss < 1e-4
+    errors = relative_errors(grads, ref_grads)
+    assert max(errors.values()) < 3e-3, errors
 
 
 def test_training_runs_checkpoints_and_resumes_bit_for_bit(tiny_plan):
