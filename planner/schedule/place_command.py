@@ -14,8 +14,7 @@ from planner.cli import InputError, mib, plan_from
 from planner.files import written_whole
 from planner.place.placement import BUDGET_S, Placement, place
 from planner.place.table import CONFIGS, format_table, rows, table_json, verify
-from planner.schedule.plan import SCHEMA
-from planner.schedule.plan import dumps
+from planner.schedule.plan import SCHEMA, dumps
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
