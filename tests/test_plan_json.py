@@ -92,6 +92,27 @@ def test_notes_are_checked(small_json):
         assert problem in str(_refused(data, path))
 
 
+def test_a_placements_sites_are_checked(small_plan):
+    """A placed plan's sites (what `planner explain` draws its tensors from)
+    name its planes and accesses it makes."""
+    from planner.place.placement import place
+    placed = to_json(place(small_plan, budget_s=0.5).plan)
+    from_json(placed)
+    name = next(iter(placed["notes"]["placement"]["planes"]))
+    submit = next(k for k, s in enumerate(placed["run"]) if s["kind"] == "submit")
+    where = f"$.notes.placement.planes.{name}"
+    for sites, path, problem in ((5, where, "must be a list"), ([[3]], f"{where}[0]", "[launch index, argument]"),
+                                 ([[10 ** 6, "out"]], f"{where}[0]", "is no access"),
+                                 ([[0, "nope"]], f"{where}[0]", "is no access"),
+                                 ([[-1 - submit, "host"]], f"{where}[0]", "is no access")):
+        data = copy.deepcopy(placed)
+        data["notes"]["placement"]["planes"][name] = sites
+        assert problem in str(_refused(data, path))
+    data = copy.deepcopy(placed)
+    data["notes"]["placement"]["planes"]["nope"] = []
+    assert "names no plane" in str(_refused(data, "$.notes.placement.planes.nope"))
+
+
 def test_stated_accesses_must_be_the_manifests(small_json):
     data = copy.deepcopy(small_json)
     data["launches"][5]["accesses"][0]["stop"] -= 4

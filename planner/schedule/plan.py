@@ -383,8 +383,9 @@ def _read_config(r: _Reader) -> dict:
 def _read_notes(r: _Reader, launches: int, submissions: int) -> dict:
     """What the planner noted beside the plan: the parameter count, the
     stretches of launches the runtime issues by name ([first, count]), the
-    submissions of each kind, and a placed plan's placement (whose sites
-    the placement's reader checks where it reads them)."""
+    submissions of each kind, and a placed plan's placement: its planes'
+    sites, {plane: [[launch index, argument], ...]}, a host step as
+    [-1 - run position, "host"] (check_consistent holds them to the plan)."""
     notes = r.mapping()
     for key in notes:
         if key not in NOTES:
@@ -403,6 +404,12 @@ def _read_notes(r: _Reader, launches: int, submissions: int) -> dict:
             index.integer(0, submissions - 1)
     if "placement" in notes:
         r["placement"].mapping()
+        for name in r["placement"].get("planes", {}).mapping():
+            for site in r["placement"]["planes"][name].items():
+                pair = site.items(2)
+                if len(pair) != 2:
+                    raise site.fail("must be [launch index, argument]")
+                pair[0].integer(-MAX_ITEMS, MAX_ITEMS), pair[1].text()
     return notes
 
 
@@ -472,6 +479,25 @@ def launch_accesses(img: Image, slots: tuple[Slot, ...]) -> tuple[Access, ...]:
             a = img.argument(s.argument)
             out.append(Access(a.name, a.access, s.value.window, s.value.offset, s.value.offset + extents[a.name]))
     return tuple(out)
+
+
+def _check_placement(plan: Plan) -> None:
+    """A placed plan's sites name its planes, and accesses of its launches
+    or its host steps."""
+    where = "$.notes.placement.planes"
+    for name, sites in plan.notes.get("placement", {}).get("planes", {}).items():
+        if name not in plan.plane:
+            raise PlanError(f"{where}.{name}", "names no plane of the plan")
+        for k, (index, argument) in enumerate(sites):
+            if index >= 0:
+                known = index < len(plan.launches) and any(a.argument == argument
+                                                           for a in plan.launches[index].accesses)
+            else:
+                position = -1 - index
+                known = argument == "host" and position < len(plan.run) and \
+                    plan.run[position].kind in (HOST_WRITE, HOST_READ)
+            if not known:
+                raise PlanError(f"{where}.{name}[{k}]", f"[{index}, {argument!r}] is no access of the plan")
 
 
 def check_consistent(plan: Plan) -> None:
@@ -546,6 +572,7 @@ def check_consistent(plan: Plan) -> None:
             if index in issued:
                 raise PlanError(f"$.submissions[{n}].ranges", f"issue launch {index} twice")
             issued.add(index)
+    _check_placement(plan)
     for n, step in enumerate(plan.run):
         where = f"$.run[{n}]"
         if step.kind == SUBMIT and step.submission >= len(plan.submissions):
