@@ -384,3 +384,20 @@ def test_command_unknown(tmp_path, monkeypatch):
     good.write_text(dumps(GOOD))
     monkeypatch.setattr(Prover, "decide", lambda self, query, limit=1: Answer(UNKNOWN, (), "timeout"))
     assert _certify("--plan", str(good), "--format", "json") == 3
+
+
+def test_the_seed_layout_that_fails_at_another_shape_points_to_a_placement(tmp_path, capsys, monkeypatch):
+    """At the small shape the seed's placement fails property 2a only: the
+    report says `--layout placed` places the arena, and that placement
+    certifies (the machine code aside: the images are another test's)."""
+    from planner.cli import main
+    from planner.model.config import to_dict
+    from tests.conftest import SMALL
+    monkeypatch.setattr("planner.certify.command.with_machine_code", lambda: {})
+    config = tmp_path / "small.json"
+    config.write_text(json.dumps(to_dict(SMALL)))
+    assert main(["certify", "--config", str(config)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL 2a declared" in out and "`--layout placed` places the arena" in out
+    assert main(["certify", "--config", str(config), "--layout", "placed"]) == 0
+    assert "--layout placed" not in capsys.readouterr().out

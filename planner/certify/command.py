@@ -17,6 +17,9 @@ from planner.certify.properties import check
 from planner.certify.report import FORMATS, render, summary
 
 CERTIFIED, FAILED, BAD_INPUT, UNKNOWN = 0, 1, 2, 3
+# The properties a placement decides: where only these fail in the seed's
+# layout, placing the arena again (from launch-level liveness) may hold them.
+LIVENESS = frozenset({"declared", "live", "survive"})
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"planner certify: {error}", file=sys.stderr)
         return BAD_INPUT
     out.write(render(outcome, args.format, args.plan or ""))
+    failed = {r.property for r in outcome.results if r.verdict == FAIL}
+    if not args.plan and args.layout == "seed" and failed and failed <= LIVENESS:
+        print("the seed's placement holds at the seed's shape; `--layout placed` places the arena for this one",
+              file=note)
 
     status = {PASS: CERTIFIED, FAIL: FAILED}.get(outcome.verdict, UNKNOWN)
     directory = Path(args.proofs) / _name(args)
