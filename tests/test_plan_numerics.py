@@ -30,19 +30,24 @@ def batches() -> Batches:
     return Batches(byte_tokens(1 << 20), TINY.shape.batch, TINY.shape.seq, seed=1)
 
 
-def test_one_update_matches_the_reference(tiny_plan):
-    torch = pytest.importorskip("torch")
+def matches_the_reference(plan, config, data: Batches) -> None:
+    """One update of `plan` on the CPU references from the first batch of
+    `data`: its loss and gradients against the PyTorch model's."""
     from planner.reference.check import plan_gradients, reference_gradients, relative_errors
-    device = CpuDevice(tiny_plan)
-    session = Session(tiny_plan, device)
-    ids, targets = batches()(0)
+    session = Session(plan, CpuDevice(plan))
+    ids, targets = data(0)
     session.start(ids)
     loss, grads, parameters = plan_gradients(session, ids, targets)
-    ref_loss, ref_grads = reference_gradients(TINY, parameters, ids, targets)
+    ref_loss, ref_grads = reference_gradients(config, parameters, ids, targets)
     assert abs(loss - ref_loss) / ref_loss < 1e-4
     errors = relative_errors(grads, ref_grads)
     # binary16 operands: each product rounds its inputs to 11 bits
     assert max(errors.values()) < 3e-3, errors
+
+
+def test_one_update_matches_the_reference(tiny_plan):
+    torch = pytest.importorskip("torch")
+    matches_the_reference(tiny_plan, TINY, batches())
     assert torch is not None
 
 
@@ -54,17 +59,9 @@ def test_one_update_matches_the_reference_at_any_shape(shape):
     model: every launch's offsets, extents and scalars come from the shape."""
     pytest.importorskip("torch")
     from planner.place.placement import place
-    from planner.reference.check import plan_gradients, reference_gradients, relative_errors
     config = replace(TINY, shape=shape)
     plan = place(build_plan(config), budget_s=0.2).plan
-    session = Session(plan, CpuDevice(plan))
-    ids, targets = Batches(byte_tokens(1 << 20) % shape.vocab, shape.batch, shape.seq, seed=1)(0)
-    session.start(ids)
-    loss, grads, parameters = plan_gradients(session, ids, targets)
-    ref_loss, ref_grads = reference_gradients(config, parameters, ids, targets)
-    assert abs(loss - ref_loss) / ref_loss < 1e-4
-    errors = relative_errors(grads, ref_grads)
-    assert max(errors.values()) < 3e-3, errors
+    matches_the_reference(plan, config, Batches(byte_tokens(1 << 20) % shape.vocab, shape.batch, shape.seq, seed=1))
 
 
 def test_training_runs_checkpoints_and_resumes_bit_for_bit(tiny_plan):

@@ -75,9 +75,10 @@ def test_train_writes_checkpoint_metrics_and_plot(tiny, tmp_path, capsys):
     assert (tmp_path / "run" / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_resume_is_bit_identical(tiny, tmp_path):
+def resume_bit_for_bit(config, data, tmp_path) -> None:
+    """Four updates straight (`straight`), and two (`half`) then two more
+    resumed from its checkpoint (`resumed`): the same checkpoint, bit for bit."""
     from safetensors.numpy import load_file
-    config, data = tiny
     assert train(config, data, tmp_path / "straight", "--steps", "4") == 0
     assert train(config, data, tmp_path / "half", "--steps", "2") == 0
     assert train(config, data, tmp_path / "resumed", "--steps", "2",
@@ -85,6 +86,11 @@ def test_resume_is_bit_identical(tiny, tmp_path):
     a = load_file(tmp_path / "straight" / "checkpoint.safetensors")
     b = load_file(tmp_path / "resumed" / "checkpoint.safetensors")
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_resume_is_bit_identical(tiny, tmp_path):
+    config, data = tiny
+    resume_bit_for_bit(config, data, tmp_path)
     losses = lambda d: [json.loads(l)["loss"] for l in (tmp_path / d / "metrics.jsonl").read_text().splitlines()
                         if '"loss"' in l]
     assert losses("straight") == losses("half") + losses("resumed")
@@ -118,18 +124,11 @@ def test_a_last_checkpoint_chunk_inside_the_input_plane_resumes_bit_for_bit(tiny
     chunk of 1024 bytes: it lies inside the token ids' plane (2048 bytes),
     and is still the checkpoint's, to the certificate and to the runtime
     (each took it for the token ids, the smallest plane holding it)."""
-    from safetensors.numpy import load_file
     _, data = tiny
     config = tmp_path / "eight.json"
     config.write_text(json.dumps({"shape": TINY["shape"] | {"batch": 8},
                                   "run": TINY["run"] | {"staging_bytes": 53 * 4096}}))
-    assert train(config, data, tmp_path / "straight", "--steps", "4") == 0
-    assert train(config, data, tmp_path / "half", "--steps", "2") == 0
-    assert train(config, data, tmp_path / "resumed", "--steps", "2",
-                 "--resume", str(tmp_path / "half" / "checkpoint.safetensors")) == 0
-    a = load_file(tmp_path / "straight" / "checkpoint.safetensors")
-    b = load_file(tmp_path / "resumed" / "checkpoint.safetensors")
-    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    resume_bit_for_bit(config, data, tmp_path)
 
 
 def test_a_checkpoint_taken_inside_an_invocation_is_refused(tiny, tmp_path, capsys):
