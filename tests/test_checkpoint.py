@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from planner.model.config import DEFAULT, Shape
-from planner.runtime.checkpoint import Checkpoint, CheckpointError, load, save, tensors
+from planner.runtime.checkpoint import Checkpoint, CheckpointError, load, model_digest, save, tensors
 from planner.schedule.arena import entries
 
 TINY = replace(DEFAULT, shape=Shape(layers=1, width=128, heads=2, kv_heads=2, ffn=128, vocab=256, seq=64, batch=1),
@@ -28,7 +28,8 @@ def banks(config, seed=0) -> bytes:
     for b in range(3):
         for e in ents:
             start = (b * size + e.offset) // 4
-            flat[start:start + e.elements] = rng.standard_normal(e.elements)
+            values = rng.standard_normal(e.elements)
+            flat[start:start + e.elements] = np.abs(values) if b == 2 else values  # second moments: squares
     return flat.tobytes()
 
 
@@ -87,3 +88,51 @@ def test_a_save_killed_mid_write_leaves_the_previous_checkpoint(tmp_path):
     child.wait()
     assert path.read_bytes() == before
     assert load(path, TINY).step == 10
+
+
+def altered(path, change) -> None:
+    """Rewrite a saved checkpoint's tensors and metadata by `change`, past save's own checks."""
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+    with safe_open(str(path), "np") as f:
+        named, metadata = {k: f.get_tensor(k).copy() for k in f.keys()}, f.metadata()
+    change(named, metadata)
+    save_file(named, str(path), metadata=metadata)
+
+
+@pytest.mark.parametrize("name, index, value, message", [
+    ("parameters/layer0.down", (3, 5), np.nan, r"parameters/layer0.down\[3, 5\] is nan, which no update leaves"),
+    ("first-moments/embedding", (0, 7), np.inf, r"first-moments/embedding\[0, 7\] is inf"),
+    ("second-moments/final-gain", (2,), -0.5, r"second-moments/final-gain\[2\] is -0.5"),
+])
+def test_banks_no_update_leaves_are_refused(tmp_path, name, index, value, message):
+    """Not finite, or a negative second moment: a run that diverged or a
+    file altered since. Save refuses to write them and load to read them."""
+    path = tmp_path / "c.safetensors"
+    save(path, Checkpoint(10, TINY, banks(TINY), ""))
+    before = path.read_bytes()
+
+    def spoil(named, metadata):
+        named[name][index] = value
+    altered(path, spoil)
+    with pytest.raises(CheckpointError, match=message):
+        load(path, TINY)
+    spoiled = path.read_bytes()
+    path.write_bytes(before)
+    from safetensors.numpy import load as decode
+    from planner.runtime.checkpoint import banks_of
+    with pytest.raises(CheckpointError, match="the banks after update 20 are not saved: " + message.split(",")[0]):
+        save(path, Checkpoint(20, TINY, banks_of(TINY, decode(spoiled)), ""))
+    assert path.read_bytes() == before
+
+
+def test_metadata_whose_model_digest_is_not_its_configuration_is_refused(tmp_path):
+    path = tmp_path / "c.safetensors"
+    save(path, Checkpoint(10, TINY, banks(TINY), ""))
+    other = replace(TINY, shape=replace(TINY.shape, ffn=256))
+
+    def mislabel(named, metadata):
+        metadata["model_digest"] = model_digest(other)
+    altered(path, mislabel)
+    with pytest.raises(CheckpointError, match="its model digest is not its configuration's"):
+        load(path)

@@ -158,6 +158,28 @@ def test_a_checkpoint_of_another_model_is_refused(tiny, tmp_path, capsys):
     assert not (tmp_path / "run2").exists()
 
 
+@pytest.mark.parametrize("every, cause", [("0", "the loss of update 3 is nan"),
+                                          ("2", "the banks after update 2 are not saved: parameters/")])
+def test_a_run_whose_loss_stops_being_finite_stops(tiny, tmp_path, capsys, every, cause):
+    """A step size the binary16 gradients overflow under: the third loss is
+    NaN. The run stops there (exit status 1), saves nothing it holds, and
+    its metrics stay strict JSON; with a checkpoint due after update 2, its
+    banks are found spoiled before the loss shows it."""
+    _, data = tiny
+    config = tmp_path / "wild.json"
+    config.write_text(json.dumps(TINY | {"learner": {"learning_rate": "99/100", "loss_scale": 65536}}))
+    assert train(config, data, tmp_path / "run", "--steps", "10", "--checkpoint-every", every) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"planner train: the run diverged: {cause}") and err.count("\n") == 1
+    assert err.endswith("; this run saved no checkpoint\n")
+    assert not (tmp_path / "run" / "checkpoint.safetensors").exists()
+
+    def strict(constant):
+        raise ValueError(constant)
+    lines = [json.loads(line, parse_constant=strict) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    assert [line["step"] for line in lines] == [1, 2]
+
+
 def test_export_without_pytorch_is_refused(tiny, tmp_path, capsys, monkeypatch):
     config, data = tiny
     assert train(config, data, tmp_path / "run", "--steps", "2") == 0

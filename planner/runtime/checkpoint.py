@@ -56,6 +56,18 @@ def tensors(config: Config, banks: bytes) -> dict[str, np.ndarray]:
     return out
 
 
+def damage(config: Config, banks: bytes) -> str | None:
+    """What no AdamW update leaves in its banks, or None: a value that is not
+    finite, or a negative second moment. Such banks come from a run that
+    diverged, or a file altered since; resuming from them trains nothing."""
+    for name, t in tensors(config, banks).items():
+        sound = np.isfinite(t) & (t >= 0) if name.startswith("second-moments/") else np.isfinite(t)
+        if not sound.all():
+            at = np.unravel_index(int(np.argmin(sound)), t.shape)
+            return f"{name}{[int(i) for i in at]} is {t[at]}"
+    return None
+
+
 def banks_of(config: Config, named: dict[str, np.ndarray]) -> bytes:
     """The banks back from named tensors (the bytes between entries zero)."""
     ents: tuple[Entry, ...] = entries(config)
@@ -75,7 +87,11 @@ def banks_of(config: Config, named: dict[str, np.ndarray]) -> bytes:
 
 
 def save(path: Path, checkpoint: Checkpoint) -> None:
+    """Write `checkpoint`; banks that `damage` finds are refused, and nothing is written."""
     from safetensors.numpy import save as encode
+
+    if problem := damage(checkpoint.config, checkpoint.banks):
+        raise CheckpointError(f"the banks after update {checkpoint.step} are not saved: {problem}")
 
     metadata = {"format": FORMAT, "step": str(checkpoint.step),
                 "config": json.dumps(to_dict(checkpoint.config), sort_keys=True),
@@ -116,11 +132,16 @@ def load(path: Path, config: Config | None = None) -> Checkpoint:
         raise CheckpointError(f"checkpoint {path}: its metadata is damaged ({error})") from None
     if step < 0:
         raise CheckpointError(f"checkpoint {path}: its metadata is damaged (step {step} is negative)")
-    if config is not None and model_digest(config) != metadata.get("model_digest", ""):
+    if metadata.get("model_digest") != model_digest(stored):
+        raise CheckpointError(f"checkpoint {path}: its metadata is damaged (its model digest is not its "
+                              f"configuration's)")
+    if config is not None and model_digest(config) != model_digest(stored):
         raise CheckpointError(f"checkpoint {path}: written for another model (shape {to_dict(stored)['shape']}), "
                               f"not this configuration's {to_dict(config)['shape']}")
     try:
         banks = banks_of(stored, named)
     except CheckpointError as error:
         raise CheckpointError(f"checkpoint {path}: {error}") from None
+    if problem := damage(stored, banks):
+        raise CheckpointError(f"checkpoint {path}: {problem}, which no update leaves")
     return Checkpoint(step, stored, banks, metadata.get("plan_digest", ""))

@@ -7,13 +7,16 @@ the prefix (a fresh model or `--resume`), `--steps` updates in invocations of
 the plan's update pieces, between invocations a validation loss every
 `--validate-every` updates and a checkpoint every `--checkpoint-every`, the
 final forward, the last checkpoint, the report. Ctrl-C finishes the
-invocation in flight, saves, and exits cleanly.
+invocation in flight, saves, and exits cleanly. A loss that stops being
+finite stops the run (exit status 1): with a fixed loss scale nothing brings
+it back, and banks holding such values are never saved.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
 import time
@@ -60,6 +63,16 @@ class _Interrupt:
 
     def __exit__(self, *exc) -> None:
         signal.signal(signal.SIGINT, self.previous)
+
+
+class Diverged(Exception):
+    pass
+
+
+def _finite(value: float, what: str) -> float:
+    if not math.isfinite(value):
+        raise Diverged(f"{what} is {value}")
+    return value
 
 
 def _fail(message: str) -> int:
@@ -125,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     checkpoint_path = out / "checkpoint.safetensors"
     first = resumed.step if resumed else 0
+    saved = None                  # the update after which this run last saved
     history: list[dict] = []
     try:
         session = Session(plan, device)
@@ -139,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
             done = first
             while done < first + steps:
                 tick = time.perf_counter()
-                loss = session.update(*batches(done))
+                loss = _finite(session.update(*batches(done)), f"the loss of update {done + 1}")
                 done += 1
                 rate = shape.tokens / (time.perf_counter() - tick)
                 record({"step": done, "loss": loss, "tokens_per_s": rate})
@@ -147,14 +161,16 @@ def run(args: argparse.Namespace) -> int:
                 if done % pieces or done == first + steps:
                     continue          # only between invocations; the last ends with the final evaluation
                 if args.validate_every and done % args.validate_every == 0:
-                    record({"step": done, "validation_loss": session.evaluate(*validation(done))})
+                    record({"step": done, "validation_loss": _finite(session.evaluate(*validation(done)),
+                                                                     f"the validation loss after update {done}")})
                 stop = interrupt.asked
                 if (args.checkpoint_every and done % args.checkpoint_every == 0) or stop:
                     ckpt.save(checkpoint_path, ckpt.Checkpoint(done, config, session.save(), plan.digest))
+                    saved = done
                 if stop:
                     print(f"\ninterrupted: checkpoint after update {done} in {checkpoint_path}")
                     return 0
-            final_validation = session.evaluate(*validation(done))
+            final_validation = _finite(session.evaluate(*validation(done)), f"the validation loss after update {done}")
             record({"step": done, "validation_loss": final_validation})
             report, banks = session.finish(validation(0)[0])
             ckpt.save(checkpoint_path, ckpt.Checkpoint(done, config, banks, plan.digest))
@@ -164,6 +180,12 @@ def run(args: argparse.Namespace) -> int:
               f"validation loss {final_validation:.4f}; checkpoint {checkpoint_path}; plot {out / 'loss.png'}")
     except RunError as error:
         return _fail(str(error))
+    except (Diverged, ckpt.CheckpointError) as error:
+        kept = f"the last checkpoint saved, after update {saved}, is {checkpoint_path}" if saved is not None \
+            else "this run saved no checkpoint"
+        print(f"planner train: the run diverged: {error} (a smaller learner.learning_rate or "
+              f"learner.loss_scale may hold it); {kept}", file=sys.stderr)
+        return 1
     finally:
         close = getattr(device, "close", None)
         if close:
