@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
+from planner.cli import main
 from planner.data.batches import Batches, DataError
 from planner.data.corpus import byte_tokens, stdlib_files
 from planner.data.shards import HEADER_BYTES, MAGIC, read_dataset, read_shard, write_shard
@@ -55,3 +58,48 @@ def test_bad_data_is_named(tmp_path, make, message):
     make(tmp_path)
     with pytest.raises(DataError, match=message):
         read_dataset(tmp_path, vocab=256, needed=50)
+
+
+TINY = {"shape": {"layers": 1, "width": 128, "heads": 2, "kv_heads": 2, "ffn": 128, "vocab": 512, "seq": 64,
+                  "batch": 2}, "run": {"prediction_rows": [0, -1]}}
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps(TINY))
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(f.read_text() for f in stdlib_files()[:3]))
+    return config, text
+
+
+def test_prepare_writes_a_tokenizer_and_shards_the_model_reads(corpus, tmp_path):
+    from tokenizers import Tokenizer
+    config, text = corpus
+    assert main(["data", "prepare", str(text), "--out", str(tmp_path / "d"), "--config", str(config)]) == 0
+    names = sorted(p.name for p in (tmp_path / "d").iterdir())
+    assert names == ["tokenizer.json", "train_000000.bin", "val_000000.bin"]
+    tokenizer = Tokenizer.from_file(str(tmp_path / "d" / "tokenizer.json"))
+    assert tokenizer.get_vocab_size() == 512
+    data = read_dataset(tmp_path / "d", vocab=512, needed=65)
+    assert 8 * len(data.validation) < len(data.train) < 10 * len(data.validation)
+    # the stream is the corpus: its first tokens decode to the text's start
+    assert text.read_text().startswith(tokenizer.decode(data.train[:50].tolist()))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda out: (out.write_text("a file"), out)[-1], "not a directory"),
+    (lambda out: (out.mkdir(), (out / "train.bin").write_bytes(b""), out)[-1],
+     "already holds token shards (train.bin, ...)"),
+    (lambda out: (out.write_text("a file"), out / "d")[-1], "cannot be written (Not a directory)"),
+])
+def test_prepare_refuses_an_out_it_cannot_fill(corpus, tmp_path, capsys, make, message):
+    """A file, a directory holding shards, a path through a file: one line,
+    exit status 2, before the tokenizer is trained, and nothing written."""
+    config, text = corpus
+    out = make(tmp_path / "out")
+    before = sorted(tmp_path.rglob("*"))
+    assert main(["data", "prepare", str(text), "--out", str(out), "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"planner data: --out {out}: {message}") and err.count("\n") == 1
+    assert sorted(tmp_path.rglob("*")) == before

@@ -41,19 +41,38 @@ def _texts(paths: list[str]) -> list[str]:
     return out
 
 
+def _unfit(out: Path) -> str | None:
+    """Why `out` cannot take a prepared corpus, or None. Shards already there
+    would be read with the new ones, under another tokenizer."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: not a directory"
+    held = sorted(p.name for p in out.glob("*.bin")) if out.is_dir() else []
+    if held:
+        return f"--out {out}: already holds token shards ({held[0]}, ...); name a new or empty directory"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from planner.cli import read_config
 
+    def fail(message: str) -> int:
+        print(f"planner data: {message}", file=sys.stderr)
+        return 2
+
     config = read_config(args.config)
+    out = Path(args.out)
+    if problem := _unfit(out):
+        return fail(problem)
     try:
         texts = _texts(args.corpus)
     except ValueError as error:
-        print(f"planner data: {error}", file=sys.stderr)
-        return 2
+        return fail(str(error))
     if not any(texts):
-        print("planner data: the corpus is empty", file=sys.stderr)
-        return 2
-    print(prepare(texts, config.shape.vocab, Path(args.out)))
+        return fail("the corpus is empty")
+    try:
+        print(prepare(texts, config.shape.vocab, out))
+    except OSError as error:
+        return fail(f"--out {out}: cannot be written ({error.strerror})")
     return 0
 
 
@@ -71,11 +90,11 @@ def prepare(texts: list[str], vocab: int, out: Path) -> str:
         stream.append(eot)
     tokens = np.asarray(stream, dtype=np.uint16)
     cut = int(len(tokens) * (1 - VALIDATION_SHARE))
-    with written_whole(out / "tokenizer.json", "w") as f:
-        f.write(tokenizer.to_str())
     for split, part in (("train", tokens[:cut]), ("val", tokens[cut:])):
         for n, start in enumerate(range(0, len(part), SHARD_TOKENS)):
             write_shard(out / f"{split}_{n:06d}.bin", part[start:start + SHARD_TOKENS])
+    with written_whole(out / "tokenizer.json", "w") as f:   # last: it marks the corpus whole (`embedded`)
+        f.write(tokenizer.to_str())
     return (f"{len(tokens):,} tokens ({tokenizer.get_vocab_size()} in the vocabulary) in {out}: "
             f"{cut:,} for training, {len(tokens) - cut:,} for validation")
 
