@@ -214,6 +214,33 @@ def test_export_loads_into_the_reference(tiny, tmp_path):
     assert torch.isfinite(model(ids, ids)).item()
 
 
+def test_sample_continues_a_prompt_and_refuses_what_cannot_serve(tiny, tmp_path, capsys):
+    pytest.importorskip("torch")
+    from planner.data import tokenizer as tok
+    config, data = tiny
+    assert train(config, data, tmp_path / "run", "--steps", "2") == 0
+    texts = ["def main():\n    return 0\n" * 50, "class A:\n    pass\n" * 50, bytes(range(256)).decode("latin-1")]
+    for vocab in (512, 1024):
+        tok.train(texts, vocab).save(str(tmp_path / f"tokenizer-{vocab}.json"))
+    (tmp_path / "not.json").write_text('{"model": 1}')
+
+    def sample(*extra):
+        capsys.readouterr()
+        return main(["sample", "--checkpoint", str(tmp_path / "run" / "checkpoint.safetensors"),
+                     "--prompt", "def main", *extra])
+
+    assert sample("--tokenizer", str(tmp_path / "tokenizer-512.json"), "--tokens", "5") == 0
+    assert capsys.readouterr().out.startswith("def main")
+    for extra, message in ((["--tokenizer", str(tmp_path / "tokenizer-1024.json")],
+                            "tokens do not fit the model's vocabulary (512)"),
+                           (["--tokenizer", str(tmp_path / "not.json")], "not a tokenizers JSON file"),
+                           (["--tokenizer", str(tmp_path / "none.json")], "no such file"),
+                           (["--tokens", "0"], "--tokens 0: must be positive")):
+        assert sample(*extra) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("planner sample: ") and message in err and err.count("\n") == 1
+
+
 def test_ctrl_c_finishes_the_invocation_saves_and_exits(tiny, tmp_path):
     import os
     import signal
@@ -238,16 +265,3 @@ def test_ctrl_c_finishes_the_invocation_saves_and_exits(tiny, tmp_path):
     from planner.model.config import from_dict
     saved = load(out / "checkpoint.safetensors", from_dict(TINY))
     assert saved.step % 2 == 0 and 0 < saved.step < 2000
-
-
-def test_sample_continues_a_prompt(tiny, tmp_path, capsys):
-    pytest.importorskip("torch")
-    from planner.data import tokenizer as tok
-    config, data = tiny
-    assert train(config, data, tmp_path / "run", "--steps", "2") == 0
-    texts = ["def main():\n    return 0\n" * 50, "class A:\n    pass\n" * 50]
-    tok.train(texts, 512).save(str(tmp_path / "tokenizer.json"))
-    capsys.readouterr()
-    assert main(["sample", "--checkpoint", str(tmp_path / "run" / "checkpoint.safetensors"), "--prompt", "def",
-                 "--tokens", "5", "--tokenizer", str(tmp_path / "tokenizer.json")]) == 0
-    assert capsys.readouterr().out.startswith("def")

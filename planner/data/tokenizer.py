@@ -20,6 +20,15 @@ def train(texts: Iterable[str], vocab: int):
     return tokenizer
 
 
-def load(path: Path):
+def load(path: Path, vocab: int):
+    """The tokenizer in `path`, for a model of `vocab` tokens: one whose ids
+    reach past the model's is refused (ValueError)."""
     from tokenizers import Tokenizer
-    return Tokenizer.from_file(str(path))
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as error:  # the library raises bare Exception for a file it cannot parse
+        raise ValueError(f"tokenizer {path}: not a tokenizers JSON file ({error})") from None
+    if tokenizer.get_vocab_size() > vocab:
+        raise ValueError(f"tokenizer {path}: its {tokenizer.get_vocab_size()} tokens do not fit the model's "
+                         f"vocabulary ({vocab})")
+    return tokenizer

@@ -10,10 +10,9 @@ the tokenizer the data was prepared with.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from planner.cli import output_file, require_torch
+from planner.cli import InputError, output_file, require_torch
 from planner.files import written_whole
 
 
@@ -52,6 +51,8 @@ def sample(args: argparse.Namespace) -> int:
     from planner.data import tokenizer as tok
     from planner.reference.model import forward
     torch = require_torch()
+    if args.tokens < 1:
+        raise InputError(f"--tokens {args.tokens}: must be positive")
     config, params = _parameters(args.checkpoint)
     if args.tokenizer:
         path = Path(args.tokenizer)
@@ -59,9 +60,11 @@ def sample(args: argparse.Namespace) -> int:
         from planner.data.command import embedded
         path = embedded(config.shape.vocab) / "tokenizer.json"
     if not path.is_file():
-        print(f"planner sample: tokenizer {path}: no such file", file=sys.stderr)
-        return 2
-    tokenizer = tok.load(path)
+        raise InputError(f"tokenizer {path}: no such file")
+    try:
+        tokenizer = tok.load(path, config.shape.vocab)
+    except ValueError as error:
+        raise InputError(str(error)) from None
     device = "cuda" if torch.cuda.is_available() else "cpu"
     weights = {n: torch.from_numpy(v.copy()).to(device) for n, v in params.items()}
     ids = tokenizer.encode(args.prompt).ids or [0]
