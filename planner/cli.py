@@ -34,10 +34,23 @@ def require_torch():
 
 def output_file(path: str, option: str) -> Path:
     """A file a command will write, refused before any work if its
-    directory does not exist."""
+    directory does not exist or a directory stands in its place."""
     if not Path(path).resolve().parent.is_dir():
         raise InputError(f"{option} {path}: its directory does not exist")
+    if Path(path).is_dir():
+        raise InputError(f"{option} {path}: is a directory")
     return Path(path)
+
+
+def output_directory(path: Path, option: str) -> Path:
+    """A directory a command will make and fill, refused before any work
+    where a file stands at it or at a folder above it."""
+    for above in (path, *path.parents):
+        if above.exists():
+            if not above.is_dir():
+                raise InputError(f"{option} {path}: {above} is not a directory")
+            break
+    return path
 
 
 def read_config(path: str | None) -> Config:
@@ -56,7 +69,10 @@ def read_plan(path: str) -> Plan:
             raise InputError(f"plan file {path}: cannot be read ({error.strerror})") from None
         except UnicodeDecodeError:
             raise InputError(f"plan file {path}: is not UTF-8 text") from None
-    return loads(text)
+    try:
+        return loads(text)
+    except PlanError as error:
+        raise InputError(f"plan {'on standard input' if path == '-' else f'file {path}'}: {error}") from None
 
 
 def plan_from(args: argparse.Namespace) -> Plan:

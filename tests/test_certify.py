@@ -375,8 +375,14 @@ def test_command_exit_statuses(tmp_path, capsys):
     (tmp_path / "config.json").write_text('{"shape": {"layers": 0}}')
     assert _certify("--config", str(tmp_path / "config.json")) == 2
     err = capsys.readouterr().err
-    assert "is not JSON" in err and "cannot be read" in err and "shape.layers" in err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 3
+    assert f"plan file {tmp_path / 'broken.json'}: $: is not JSON" in err and "cannot be read" in err
+    assert "shape.layers" in err and "Traceback" not in err and len(err.strip().splitlines()) == 3
+    # a file where the proofs' directory would go: refused before anything is decided
+    (tmp_path / "a-file").write_text("")
+    assert _certify("--plan", str(good), "--proofs", str(tmp_path / "a-file" / "more"), "--write-proofs") == 2
+    captured = capsys.readouterr()
+    assert captured.err == (f"planner certify: --proofs {tmp_path / 'a-file' / 'more' / 'plan'}: "
+                            f"{tmp_path / 'a-file'} is not a directory\n") and captured.out == ""
 
 
 def test_command_unknown(tmp_path, monkeypatch):

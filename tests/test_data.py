@@ -88,10 +88,10 @@ def test_prepare_writes_a_tokenizer_and_shards_the_model_reads(corpus, tmp_path)
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda out: (out.write_text("a file"), out)[-1], "not a directory"),
+    (lambda out: (out.write_text("a file"), out)[-1], "{tmp}/out is not a directory"),
     (lambda out: (out.mkdir(), (out / "train.bin").write_bytes(b""), out)[-1],
      "already holds token shards (train.bin, ...)"),
-    (lambda out: (out.write_text("a file"), out / "d")[-1], "cannot be written (Not a directory)"),
+    (lambda out: (out.write_text("a file"), out / "d")[-1], "{tmp}/out is not a directory"),
 ])
 def test_prepare_refuses_an_out_it_cannot_fill(corpus, tmp_path, capsys, make, message):
     """A file, a directory holding shards, a path through a file: one line,
@@ -101,5 +101,5 @@ def test_prepare_refuses_an_out_it_cannot_fill(corpus, tmp_path, capsys, make, m
     before = sorted(tmp_path.rglob("*"))
     assert main(["data", "prepare", str(text), "--out", str(out), "--config", str(config)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"planner data: --out {out}: {message}") and err.count("\n") == 1
+    assert err.startswith(f"planner data: --out {out}: {message.format(tmp=tmp_path)}") and err.count("\n") == 1
     assert sorted(tmp_path.rglob("*")) == before

@@ -103,6 +103,7 @@ def test_resume_is_bit_identical(tiny, tmp_path):
     (["--data", "{tmp}/corrupt"], "odd size"),
     (["--resume", "{tmp}/missing.safetensors"], "cannot be read"),
     (["--device", "gpu"], "no NVIDIA GPU"),
+    (["--out", "{tmp}/tiny.json/run"], "tiny.json is not a directory"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tiny, tmp_path, capsys, args, message):
     config, data = tiny
@@ -191,13 +192,15 @@ def test_export_without_pytorch_is_refused(tiny, tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "state.pt").exists()
 
 
-def test_export_to_a_directory_that_does_not_exist_is_refused(tiny, tmp_path, capsys):
+def test_export_to_where_no_file_can_go_is_refused(tiny, tmp_path, capsys):
     config, data = tiny
     assert train(config, data, tmp_path / "run", "--steps", "2") == 0
-    capsys.readouterr()
-    out = tmp_path / "nowhere" / "state.pt"
-    assert main(["export", "--checkpoint", str(tmp_path / "run" / "checkpoint.safetensors"), "--out", str(out)]) == 2
-    assert capsys.readouterr().err == f"planner export: --out {out}: its directory does not exist\n"
+    for out, problem in ((tmp_path / "nowhere" / "state.pt", "its directory does not exist"),
+                         (tmp_path / "run", "is a directory")):
+        capsys.readouterr()
+        assert main(["export", "--checkpoint", str(tmp_path / "run" / "checkpoint.safetensors"),
+                     "--out", str(out)]) == 2
+        assert capsys.readouterr().err == f"planner export: --out {out}: {problem}\n"
 
 
 def test_export_loads_into_the_reference(tiny, tmp_path):

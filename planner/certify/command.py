@@ -47,7 +47,7 @@ def _name(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner.cli import InputError, build, read_config, read_plan
+    from planner.cli import InputError, build, output_directory, read_config, read_plan
     from planner.model.config import ConfigError
     from planner.schedule.plan import PlanError
 
@@ -56,7 +56,10 @@ def run(args: argparse.Namespace) -> int:
     if args.limit < 1:
         print(f"planner certify: --limit {args.limit}: must be at least 1", file=sys.stderr)
         return BAD_INPUT
+    directory = Path(args.proofs) / _name(args)
     try:
+        if args.write_proofs:
+            output_directory(directory, "--proofs")
         plan = read_plan(args.plan) if args.plan else build(read_config(args.config), args.layout)
         outcome = check(plan, limit=args.limit, machine=with_machine_code())
     except (ConfigError, PlanError, InputError) as error:
@@ -69,7 +72,6 @@ def run(args: argparse.Namespace) -> int:
               file=note)
 
     status = {PASS: CERTIFIED, FAIL: FAILED}.get(outcome.verdict, UNKNOWN)
-    directory = Path(args.proofs) / _name(args)
     if args.write_proofs:
         path = proofs.write(outcome, directory)
         print(f"wrote {path} and {outcome.queries} query files", file=note)

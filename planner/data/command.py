@@ -41,28 +41,18 @@ def _texts(paths: list[str]) -> list[str]:
     return out
 
 
-def _unfit(out: Path) -> str | None:
-    """Why `out` cannot take a prepared corpus, or None. Shards already there
-    would be read with the new ones, under another tokenizer."""
-    if out.exists() and not out.is_dir():
-        return f"--out {out}: not a directory"
-    held = sorted(p.name for p in out.glob("*.bin")) if out.is_dir() else []
-    if held:
-        return f"--out {out}: already holds token shards ({held[0]}, ...); name a new or empty directory"
-    return None
-
-
 def run(args: argparse.Namespace) -> int:
-    from planner.cli import read_config
+    from planner.cli import output_directory, read_config
 
     def fail(message: str) -> int:
         print(f"planner data: {message}", file=sys.stderr)
         return 2
 
     config = read_config(args.config)
-    out = Path(args.out)
-    if problem := _unfit(out):
-        return fail(problem)
+    out = output_directory(Path(args.out), "--out")
+    # shards already there would be read with the new ones, under another tokenizer
+    if out.is_dir() and (held := sorted(p.name for p in out.glob("*.bin"))):
+        return fail(f"--out {out}: already holds token shards ({held[0]}, ...); name a new or empty directory")
     try:
         texts = _texts(args.corpus)
     except ValueError as error:

@@ -90,12 +90,13 @@ def _multiple(flag: str, value: int, pieces: int, allow_zero: bool) -> str | Non
 def run(args: argparse.Namespace) -> int:
     from planner.certify import demand_certificate
     from planner.certify.proofs import Uncertified
-    from planner.cli import build, read_config
+    from planner.cli import build, output_directory, read_config
     from planner.runtime import checkpoint as ckpt
     from planner.runtime.executor import RunError
     from planner.runtime.session import Session
 
     config: Config = read_config(args.config)
+    out = output_directory(Path(args.out), "--out")
     pieces = config.run.update_pieces
     steps = args.steps if args.steps is not None else 20 * pieces
     for flag, value, zero in (("--steps", steps, False), ("--validate-every", args.validate_every, True),
@@ -134,7 +135,6 @@ def run(args: argparse.Namespace) -> int:
     device = _device(args, plan, certificate)
     if isinstance(device, int):
         return device
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     checkpoint_path = out / "checkpoint.safetensors"
     first = resumed.step if resumed else 0
