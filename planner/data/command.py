@@ -10,11 +10,11 @@ written aside and renamed.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from planner.data.batches import DataError
 from planner.files import written_whole
 
 SHARD_TOKENS = 100_000_000   # llm.c's shard size
@@ -37,32 +37,25 @@ def _texts(paths: list[str]) -> list[str]:
         try:
             out.append(f.read_text(encoding="utf-8", errors="replace"))
         except OSError as error:
-            raise ValueError(f"corpus file {f}: cannot be read ({error.strerror})") from None
+            raise DataError(f"corpus file {f}: cannot be read ({error.strerror})") from None
     return out
 
 
 def run(args: argparse.Namespace) -> int:
     from planner.cli import output_directory, read_config
 
-    def fail(message: str) -> int:
-        print(f"planner data: {message}", file=sys.stderr)
-        return 2
-
     config = read_config(args.config)
     out = output_directory(Path(args.out), "--out")
     # shards already there would be read with the new ones, under another tokenizer
     if out.is_dir() and (held := sorted(p.name for p in out.glob("*.bin"))):
-        return fail(f"--out {out}: already holds token shards ({held[0]}, ...); name a new or empty directory")
-    try:
-        texts = _texts(args.corpus)
-    except ValueError as error:
-        return fail(str(error))
+        raise DataError(f"--out {out}: already holds token shards ({held[0]}, ...); name a new or empty directory")
+    texts = _texts(args.corpus)
     if not any(texts):
-        return fail("the corpus is empty")
+        raise DataError("the corpus is empty")
     try:
         print(prepare(texts, config.shape.vocab, out))
     except OSError as error:
-        return fail(f"--out {out}: cannot be written ({error.strerror})")
+        raise DataError(f"--out {out}: cannot be written ({error.strerror})") from None
     return 0
 
 
