@@ -6,11 +6,13 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.cli import main
 from planner.data.batches import Batches, DataError
 from planner.data.corpus import byte_tokens, stdlib_files
-from planner.data.shards import HEADER_BYTES, MAGIC, read_dataset, read_shard, write_shard
+from planner.data.shards import HEADER_BYTES, MAGIC, Stream, read_dataset, read_shard, write_shard
 
 
 def test_embedded_corpus_is_real_text():
@@ -39,6 +41,35 @@ def test_llmc_shards_round_trip(tmp_path):
     assert len(data.train) + len(data.validation) == 5000
 
 
+@given(sizes=st.lists(st.integers(0, 40), min_size=1, max_size=6), data=st.data())
+@settings(max_examples=200, deadline=None)
+def test_a_stream_of_shards_is_their_concatenation(sizes, data):
+    """Windows and parts of a stream are those of the shards joined: the
+    batches a seed draws do not depend on where the shards end."""
+    parts = [np.arange(sum(sizes[:k]), sum(sizes[:k + 1]), dtype=np.uint16) for k in range(len(sizes))]
+    whole, stream = np.concatenate(parts), Stream(parts)
+    assert len(stream) == len(whole)
+    start = data.draw(st.integers(0, len(whole)))
+    stop = data.draw(st.integers(start, len(whole) + 3))
+    assert np.array_equal(stream[start:stop], whole[start:stop]) and stream[start:stop].dtype == np.uint16
+    part = stream.between(start, stop)
+    assert np.array_equal(part[0:len(part)], whole[start:stop])
+    inner = data.draw(st.integers(0, len(part)))
+    assert np.array_equal(part[inner:], whole[start:stop][inner:])
+
+
+def test_shards_are_read_in_place_and_batches_drawn_as_from_one_array(tmp_path):
+    tokens = (np.arange(30000) * 13 % 251).astype(np.uint16)
+    for k, cut in enumerate(range(0, 30000, 7000)):
+        write_shard(tmp_path / f"train_{k:06d}.bin", tokens[cut:cut + 7000])
+    data = read_dataset(tmp_path, vocab=256, needed=65)
+    assert all(isinstance(part, np.memmap) for part in data.train.parts + data.validation.parts)
+    cut = len(data.train)
+    a, b = Batches(data.train, 4, 64, 3), Batches(tokens[:cut], 4, 64, 3)
+    assert all(np.array_equal(x, y) for step in range(20) for x, y in zip(a(step), b(step)))
+    assert np.array_equal(data.validation[0:len(data.validation)], tokens[cut:])
+
+
 def test_nanogpt_raw_shards(tmp_path):
     (np.arange(4000, dtype=np.uint16) % 50).tofile(tmp_path / "train.bin")
     (np.arange(400, dtype=np.uint16) % 50).tofile(tmp_path / "val.bin")
@@ -48,7 +79,8 @@ def test_nanogpt_raw_shards(tmp_path):
 
 @pytest.mark.parametrize("make, message", [
     (lambda d: None, "no training shard"),
-    (lambda d: (np.arange(100, dtype=np.uint16) * 7).tofile(d / "train.bin"), "not below the model's vocabulary"),
+    (lambda d: (np.arange(100, dtype=np.uint16) * 7).tofile(d / "train.bin"),
+     "train.bin: token 693 is not below the model's vocabulary"),
     (lambda d: (d / "train.bin").write_bytes(b"\x01\x02\x03"), "odd size"),
     (lambda d: (d / "train.bin").write_bytes(np.array([MAGIC, 1, 99] + [0] * 253, "<i4").tobytes() + b"\0\0"),
      "header says 99 tokens"),

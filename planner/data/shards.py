@@ -52,10 +52,37 @@ def read_shard(path: Path) -> np.ndarray:
     return np.memmap(path, "<u2", mode="r") if size else np.zeros(0, "<u2")
 
 
+class Stream:
+    """Shards read as one stream of tokens, none copied into memory: each is
+    a memory map, and a window is joined from the shards it spans, so a
+    corpus of many gigabytes costs a step only the windows it takes. Its
+    windows are those of the shards' concatenation."""
+
+    def __init__(self, parts: list[np.ndarray]):
+        self.parts = [part for part in parts if len(part)]
+        self.starts = np.cumsum([0] + [len(part) for part in self.parts])
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def __getitem__(self, window: slice) -> np.ndarray:
+        """The tokens of `window` (contiguous), copied out of the shards."""
+        start, stop, stride = window.indices(len(self))
+        if stride != 1:
+            raise IndexError("a stream's windows are contiguous")
+        return np.concatenate([np.zeros(0, "<u2")] + [
+            part[max(start - at, 0):stop - at] for part, at in zip(self.parts, self.starts[:-1])
+            if at < stop and start < at + len(part)])
+
+    def between(self, start: int, stop: int) -> "Stream":
+        """The tokens from `start` to `stop` as a stream of their own (views of the same shards)."""
+        return Stream([part[max(start - at, 0):max(stop - at, 0)] for part, at in zip(self.parts, self.starts[:-1])])
+
+
 @dataclass(frozen=True)
 class Dataset:
-    train: np.ndarray
-    validation: np.ndarray
+    train: Stream
+    validation: Stream
     source: str
 
 
@@ -71,17 +98,17 @@ def read_dataset(directory: Path, vocab: int, needed: int) -> Dataset:
     streams = {}
     for split, paths in parts.items():
         tokens = [read_shard(p) for p in paths]
-        stream = np.concatenate(tokens) if tokens else np.zeros(0, "<u2")
-        if stream.size and int(stream.max()) >= vocab:
-            raise DataError(f"{directory}: token {int(stream.max())} in the {split} shards is not below the "
-                            f"model's vocabulary ({vocab})")
-        streams[split] = stream
-    if streams["train"].size < needed:
-        raise DataError(f"{directory}: {streams['train'].size} training tokens, a step needs {needed}")
-    if streams["val"].size < needed:
+        for path, shard in zip(paths, tokens):
+            if len(shard) and int(shard.max()) >= vocab:
+                raise DataError(f"{path}: token {int(shard.max())} is not below the model's vocabulary ({vocab})")
+        streams[split] = Stream(tokens)
+    train = len(streams["train"])
+    if train < needed:
+        raise DataError(f"{directory}: {train} training tokens, a step needs {needed}")
+    if len(streams["val"]) < needed:
         # no validation shard of its own: hold out the training stream's tail
-        cut = streams["train"].size - max(needed, streams["train"].size // 10)
+        cut = train - max(needed, train // 10)
         if cut < needed:
-            raise DataError(f"{directory}: too few tokens to hold out a validation split ({streams['train'].size})")
-        streams["val"], streams["train"] = streams["train"][cut:], streams["train"][:cut]
+            raise DataError(f"{directory}: too few tokens to hold out a validation split ({train})")
+        streams["val"], streams["train"] = streams["train"].between(cut, train), streams["train"].between(0, cut)
     return Dataset(streams["train"], streams["val"], str(directory))
