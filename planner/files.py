@@ -1,16 +1,17 @@
 """Files written whole: beside their place under a hidden name, then renamed
 over it, so that a reader (or the next run, after a crash) finds the old
 file or the whole new one, never part of one; nothing is left behind when
-the writing fails."""
+the writing fails. And JSON files read as untrusted input."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 
 @contextlib.contextmanager
@@ -34,3 +35,22 @@ def written_whole(path: str | Path, mode: str = "wb", durable: bool = False) -> 
         with contextlib.suppress(FileNotFoundError):
             os.unlink(f.name)
         raise
+
+
+class Unreadable(ValueError):
+    """Why a file could not be read as JSON, in words for its reader."""
+
+
+def read_json(path: str | Path) -> Any:
+    """The value of a JSON file, or Unreadable: it cannot be read, is not
+    UTF-8 text, or is not JSON."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as error:
+        raise Unreadable(f"cannot be read ({error.strerror})") from None
+    except UnicodeDecodeError:
+        raise Unreadable("is not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise Unreadable(f"is not JSON ({error.msg} at line {error.lineno})") from None

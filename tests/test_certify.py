@@ -304,6 +304,13 @@ def test_certificate_files_are_current_then_stale(tmp_path):
     (tmp_path / "live.smt2").write_text("(declare-const b Int)\n(assert (= b 1))\n")
     tampered = proofs.check(outcome, tmp_path, resolve=True)
     assert any("live.smt2" in p for p in tampered.problems)
+    (tmp_path / "live.smt2").write_bytes(bytes(range(128, 256)))  # not text: named, not a traceback
+    tampered = proofs.check(outcome, tmp_path, resolve=True)
+    assert any(p.startswith("live.smt2: not the file the record names") for p in tampered.problems)
+    (tmp_path / "certificate.json").write_bytes(bytes(range(128, 256)))
+    assert proofs.check(outcome, tmp_path).problems == (f"{tmp_path / 'certificate.json'}: is not UTF-8 text",)
+    (tmp_path / "certificate.json").unlink()
+    assert proofs.check(outcome, tmp_path).problems == (f"{tmp_path / 'certificate.json'}: no certificate",)
 
 
 def test_a_machine_code_check_is_a_property():

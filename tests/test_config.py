@@ -88,4 +88,8 @@ def test_cli_reports_one_line_and_exit_2(tmp_path, capsys):
     (tmp_path / "broken.json").write_text("{")
     assert main(["plan", "--config", str(tmp_path / "broken.json")]) == 2
     assert main(["plan", "--config", str(tmp_path / "missing.json")]) == 2
-    assert "cannot be read" in capsys.readouterr().err
+    (tmp_path / "binary.json").write_bytes(bytes(range(128, 256)))
+    assert main(["plan", "--config", str(tmp_path / "binary.json")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be read" in err and f"'{tmp_path / 'binary.json'}': is not UTF-8 text" in err
+    assert err.count("\n") == 3 and "Traceback" not in err

@@ -162,6 +162,14 @@ def test_a_report_of_another_plan_is_refused(tmp_path, capsys):
         assert not (tmp_path / "arena.svg").exists()
 
 
+def test_a_report_that_is_not_json_is_refused(tmp_path, capsys):
+    report = tmp_path / "report.json"
+    report.write_bytes(bytes(range(128, 256)))
+    assert cli.main(["explain", "--report", str(report), "--out", str(tmp_path / "arena.svg")]) == 2
+    assert capsys.readouterr().err == f"planner explain: report {report}: is not UTF-8 text\n"
+    assert not (tmp_path / "arena.svg").exists()
+
+
 def test_a_seed_plane_named_in_a_report_is_found(small_plan):
     pic = picture(small_plan, marks=[Mark("logits", "qkv", 0)])
     assert pic.named("logits") and pic.named("qkv")

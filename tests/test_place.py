@@ -282,7 +282,9 @@ def test_planner_place_writes_a_plan_that_reads_back(tmp_path, monkeypatch, caps
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--budget", "-1"], "planner place: --budget -1: must be 0 seconds or more"),
+    (["--budget", "-1"], "planner place: --budget -1: must be a finite number of seconds, 0 or more"),
+    (["--budget", "nan"], "planner place: --budget nan: must be a finite number of seconds"),
+    (["--budget", "inf"], "planner place: --budget inf: must be a finite number of seconds"),
     (["--out", "{tmp}/nowhere/placed.json"], "planner place: --out {tmp}/nowhere/placed.json: cannot be written"),
 ])
 def test_planner_place_refuses_bad_input_in_one_line(tmp_path, capsys, args, message):

@@ -27,7 +27,7 @@ import z3
 
 from planner.certify.findings import PASS, Outcome
 from planner.certify.smt import UNSAT, solver_version
-from planner.files import written_whole
+from planner.files import Unreadable, read_json, written_whole
 from planner.schedule.plan import Plan
 
 SCHEMA = "planner-certificate/1"
@@ -119,12 +119,12 @@ def check(outcome: Outcome, directory: Path, resolve: bool = False) -> Check:
     decided now): the same plan, the same queries, all proved. With
     `resolve`, Z3 decides every stored query file again as well."""
     path = directory / RECORD
-    try:
-        stored = json.loads(path.read_text())
-    except OSError:
+    if not path.is_file():
         return Check(False, (f"{path}: no certificate",))
-    except json.JSONDecodeError as error:
-        return Check(False, (f"{path}: not JSON ({error.msg})",))
+    try:
+        stored = read_json(path)
+    except Unreadable as error:
+        return Check(False, (f"{path}: {error}",))
     problems = []
     if not isinstance(stored, dict) or stored.get("schema") != SCHEMA:
         return Check(False, (f"{path}: not a {SCHEMA} record",))
@@ -158,7 +158,7 @@ def check(outcome: Outcome, directory: Path, resolve: bool = False) -> Check:
 def _resolve(path: Path, sha: str | None) -> list[str]:
     """Z3 decides a stored query file again; it must be the recorded one and unsat."""
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8", errors="replace")
     except OSError:
         return [f"{path.name}: missing"]
     if _sha(text) != sha:

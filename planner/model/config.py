@@ -8,11 +8,12 @@ defaults, each documented once here. A bad value is refused with a
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
+
+from planner.files import Unreadable, read_json
 
 
 class ConfigError(ValueError):
@@ -242,13 +243,9 @@ def from_dict(data: Any) -> Config:
 
 def load(path: str | Path) -> Config:
     try:
-        text = Path(path).read_text()
-    except OSError as error:
-        raise ConfigError("configuration", str(path), f"cannot be read ({error.strerror})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError("configuration", str(path), f"is not JSON ({error.msg} at line {error.lineno})") from None
+        data = read_json(path)
+    except Unreadable as error:
+        raise ConfigError("configuration", str(path), str(error)) from None
     return from_dict(data)
 
 

@@ -5,10 +5,10 @@ addresses; a failure report's planes and launch in red.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 
 from planner.cli import InputError, plan_from
+from planner.files import Unreadable, read_json
 from planner.place.check import overlaps
 from planner.place.liveness import ARENA, listed_sites
 from planner.place.placement import place
@@ -44,9 +44,8 @@ def _positions(text: str | None) -> tuple[int, int] | None:
 
 def _report(path: str) -> list[Mark]:
     try:
-        with open(path) as f:
-            return read_report(json.load(f))
-    except (OSError, json.JSONDecodeError, ReportError) as error:
+        return read_report(read_json(path))
+    except (Unreadable, ReportError) as error:
         raise InputError(f"report {path}: {error}") from None
 
 

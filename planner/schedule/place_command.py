@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from planner.certify import certify
 from planner.certify.findings import PASS
 from planner.cli import InputError, mib, plan_from
-from planner.files import written_whole
+from planner.files import Unreadable, read_json, written_whole
 from planner.place.placement import BUDGET_S, Placement, place
 from planner.place.table import CONFIGS, format_table, rows, table_json, verify
 from planner.schedule.plan import SCHEMA, dumps
@@ -52,9 +53,8 @@ def _peaks(path: str | None) -> dict[str, int] | None:
     if path is None:
         return None
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, json.JSONDecodeError) as error:
+        data = read_json(path)
+    except Unreadable as error:
         raise InputError(f"peaks file {path}: {error}") from None
     if not isinstance(data, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in data.values()):
         raise InputError(f"peaks file {path}: must be an object {{configuration name: bytes}}")
@@ -62,8 +62,8 @@ def _peaks(path: str | None) -> dict[str, int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.budget < 0:
-        raise InputError(f"--budget {args.budget:g}: must be 0 seconds or more")
+    if not 0 <= args.budget < math.inf:   # NaN fails too
+        raise InputError(f"--budget {args.budget:g}: must be a finite number of seconds, 0 or more")
     if args.table:
         peaks = _peaks(args.peaks)
         table = rows(CONFIGS, args.budget, lambda plan: certify(plan).verdict)
