@@ -256,8 +256,9 @@ def test_launch_and_submission_counts(config):
 def test_run_sample_is_the_seeds_with_evaluations(default_plan):
     """The seed's: prefix; two steps; a checkpoint; two steps; final;
     checkpoint; restore. Ours inserts evaluations (the last submission) so
-    that every transition around them appears, and keeps the seed's as a
-    subsequence."""
+    that every transition around them appears, one straight after another
+    among them (a validation loss over several batches), and keeps the
+    seed's as a subsequence."""
     subs = [s.submission for s in default_plan.run if s.kind == "submit"]
     n = len(default_plan.submissions)
     chunks = (n - 5 - DEFAULT.run.update_pieces) // 3
@@ -267,8 +268,8 @@ def test_run_sample_is_the_seeds_with_evaluations(default_plan):
     gather = list(range(final + 1, final + 1 + chunks))
     restore, evaluate = n - 2, n - 1
     seed = prefix + updates * 2 + gather + updates * 2 + [final] + gather + [restore]
-    assert subs == (prefix + updates * 2 + gather + updates + [evaluate] + gather + updates + [evaluate] + updates
-                    + [evaluate, final] + gather + [restore])
+    assert subs == (prefix + updates * 2 + gather + updates + [evaluate] + gather + updates + [evaluate] * 2
+                    + updates + [evaluate, final] + gather + [restore])
     it = iter(subs)
     assert all(s in it for s in seed)
     # every submit waits on the one before it; the host waits before touching staging

@@ -12,11 +12,11 @@ transition a longer run makes is one of these, so a certificate over this
 order covers any run. (A "step" is one invocation's updates.) Ours adds the
 evaluation (a validation batch's forward and loss, after the restore in the
 submissions so the seed's indices stand): the prefix; two steps; a
-checkpoint; a step; an evaluation; a checkpoint; a step; an evaluation; a
+checkpoint; a step; an evaluation; a checkpoint; a step; two evaluations; a
 step; an evaluation; the final forward; the last checkpoint; the report put
 back. The seed's sample is a subsequence; every transition of a run that
-evaluates, checkpoints, both or neither between invocations appears; a run
-ends with an evaluation, then the final forward.
+evaluates (one batch or several), checkpoints, both or neither between
+invocations appears; a run ends with an evaluation, then the final forward.
 
 The host's actions between submissions are ours to state (the seed's
 `Coppelius.Build.NativeHost` is not among the seeds): before it touches the
@@ -159,6 +159,7 @@ def run_sample(b: Builder, s: Schedule) -> tuple[Step, ...]:
     gather()
     steps()
     evaluation()
+    evaluation()      # a validation loss over several batches
     steps()
     evaluation()
     inputs(targets=False)
