@@ -75,6 +75,24 @@ def test_train_writes_checkpoint_metrics_and_plot(tiny, tmp_path, capsys):
     assert (tmp_path / "run" / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_validation_loss_is_the_mean_over_the_same_batches_each_time(tiny, tmp_path, monkeypatch):
+    from planner.runtime.session import Session
+    config, data = tiny
+    seen, evaluate = [], Session.evaluate
+
+    def watched(self, ids, targets):
+        seen.append(ids.copy())
+        return evaluate(self, ids, targets)
+    monkeypatch.setattr(Session, "evaluate", watched)
+    assert train(config, data, tmp_path / "run", "--steps", "4", "--validate-every", "2",
+                 "--validation-batches", "3") == 0
+    assert len(seen) == 6 and all(np.array_equal(a, b) for a, b in zip(seen[:3], seen[3:]))
+    assert not any(np.array_equal(seen[0], b) for b in seen[1:3])
+    lines = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    first, last = [l["validation_loss"] for l in lines if "validation_loss" in l]
+    assert first != last
+
+
 def resume_bit_for_bit(config, data, tmp_path) -> None:
     """Four updates straight (`straight`), and two (`half`) then two more
     resumed from its checkpoint (`resumed`): the same checkpoint, bit for bit."""
@@ -99,6 +117,7 @@ def test_resume_is_bit_identical(tiny, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--steps", "3"], "must be a positive multiple of run.update_pieces"),
     (["--checkpoint-every", "3"], "must be a non-negative multiple"),
+    (["--validation-batches", "0"], "--validation-batches 0: must be at least 1"),
     (["--data", "{tmp}/nowhere"], "no such data directory"),
     (["--data", "{tmp}/corrupt"], "odd size"),
     (["--resume", "{tmp}/missing.safetensors"], "cannot be read"),

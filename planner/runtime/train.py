@@ -4,7 +4,8 @@ The plan is built and certified first; an uncertified plan is refused and
 nothing is allocated (no flag turns that off). Then the images are compiled,
 the arena and the staging window allocated, and the session walks the run:
 the prefix (a fresh model or `--resume`), `--steps` updates in invocations of
-the plan's update pieces, between invocations a validation loss every
+the plan's update pieces, between invocations a validation loss (the mean
+over the same `--validation-batches` batches each time) every
 `--validate-every` updates and a checkpoint every `--checkpoint-every`, the
 final forward, the last checkpoint, the report. Ctrl-C finishes the
 invocation in flight, saves, and exits cleanly. A loss that stops being
@@ -36,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", metavar="CHECKPOINT", help="continue from a checkpoint, bit for bit")
     p.add_argument("--validate-every", type=int, default=0, metavar="N",
                    help="validation loss every N updates (a multiple of run.update_pieces; 0: at the end)")
+    p.add_argument("--validation-batches", type=int, default=8, metavar="N",
+                   help="the validation loss is the mean over these N batches, the same each time (default 8)")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
                    help="save the checkpoint every N updates (a multiple of run.update_pieces; 0: at the end)")
     p.add_argument("--device", choices=("gpu", "cpu"), default="gpu",
@@ -103,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
                               ("--checkpoint-every", args.checkpoint_every, True)):
         if problem := _multiple(flag, value, pieces, zero):
             return _fail(problem)
+    if args.validation_batches < 1:
+        return _fail(f"--validation-batches {args.validation_batches}: must be at least 1")
     resumed = None
     if args.resume:
         try:
@@ -140,6 +145,11 @@ def run(args: argparse.Namespace) -> int:
     first = resumed.step if resumed else 0
     saved = None                  # the update after which this run last saved
     history: list[dict] = []
+    def validation_loss(after: int) -> float:
+        # the same batches every time, so that the losses of one run compare
+        losses = [session.evaluate(*validation(k)) for k in range(args.validation_batches)]
+        return _finite(sum(losses) / len(losses), f"the validation loss after update {after}")
+
     try:
         session = Session(plan, device)
         session.start(validation(0)[0], checkpoint=resumed.banks if resumed else None, step=first)
@@ -161,8 +171,7 @@ def run(args: argparse.Namespace) -> int:
                 if done % pieces or done == first + steps:
                     continue          # only between invocations; the last ends with the final evaluation
                 if args.validate_every and done % args.validate_every == 0:
-                    record({"step": done, "validation_loss": _finite(session.evaluate(*validation(done)),
-                                                                     f"the validation loss after update {done}")})
+                    record({"step": done, "validation_loss": validation_loss(done)})
                 stop = interrupt.asked
                 if (args.checkpoint_every and done % args.checkpoint_every == 0) or stop:
                     ckpt.save(checkpoint_path, ckpt.Checkpoint(done, config, session.save(), plan.digest))
@@ -170,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
                 if stop:
                     print(f"\ninterrupted: checkpoint after update {done} in {checkpoint_path}")
                     return 0
-            final_validation = _finite(session.evaluate(*validation(done)), f"the validation loss after update {done}")
+            final_validation = validation_loss(done)
             record({"step": done, "validation_loss": final_validation})
             report, banks = session.finish(validation(0)[0])
             ckpt.save(checkpoint_path, ckpt.Checkpoint(done, config, banks, plan.digest))
