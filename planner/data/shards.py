@@ -74,7 +74,7 @@ class Stream:
             part[max(start - at, 0):stop - at] for part, at in zip(self.parts, self.starts[:-1])
             if at < stop and start < at + len(part)])
 
-    def between(self, start: int, stop: int) -> "Stream":
+    def between(self, start: int, stop: int) -> Stream:
         """The tokens from `start` to `stop` as a stream of their own (views of the same shards)."""
         return Stream([part[max(start - at, 0):max(stop - at, 0)] for part, at in zip(self.parts, self.starts[:-1])])
 

@@ -69,7 +69,7 @@ class _Interrupt:
 
 
 class Diverged(Exception):
-    pass
+    """A loss that is not finite: the run stops, and saves nothing it holds."""
 
 
 def _finite(value: float, what: str) -> float:
@@ -145,13 +145,14 @@ def run(args: argparse.Namespace) -> int:
     first = resumed.step if resumed else 0
     saved = None                  # the update after which this run last saved
     history: list[dict] = []
-    def validation_loss(after: int) -> float:
-        # the same batches every time, so that the losses of one run compare
-        losses = [session.evaluate(*validation(k)) for k in range(args.validation_batches)]
-        return _finite(sum(losses) / len(losses), f"the validation loss after update {after}")
-
     try:
         session = Session(plan, device)
+
+        def validation_loss(after: int) -> float:
+            # the same batches every time, so that the losses of one run compare
+            losses = [session.evaluate(*validation(k)) for k in range(args.validation_batches)]
+            return _finite(sum(losses) / len(losses), f"the validation loss after update {after}")
+
         session.start(validation(0)[0], checkpoint=resumed.banks if resumed else None, step=first)
         with open(out / "metrics.jsonl", "a") as metrics, _Interrupt() as interrupt, _progress(args, steps) as bar:
             def record(line: dict) -> None:
