@@ -35,9 +35,10 @@ def banks(config, seed=0) -> bytes:
 
 def test_round_trip(tmp_path):
     data = banks(TINY)
-    save(tmp_path / "c.safetensors", Checkpoint(30, TINY, data, "ab" * 32))
+    save(tmp_path / "c.safetensors", Checkpoint(30, TINY, data, "ab" * 32, "cd" * 32))
     back = load(tmp_path / "c.safetensors", TINY)
     assert back.step == 30 and back.banks == data and back.config == TINY and back.plan_digest == "ab" * 32
+    assert back.tokenizer_digest == "cd" * 32
     names = tensors(TINY, data)
     assert "parameters/embedding" in names and "second-moments/layer0.down" in names
     assert len(names) == 3 * len(entries(TINY))

@@ -236,14 +236,23 @@ def test_export_loads_into_the_reference(tiny, tmp_path):
     assert torch.isfinite(model(ids, ids)).item()
 
 
-def test_sample_continues_a_prompt_and_refuses_what_cannot_serve(tiny, tmp_path, capsys):
-    pytest.importorskip("torch")
+def tokenizers(directory) -> None:
+    """tokenizer-512.json, tokenizer-1024.json and another-512.json (other texts) in `directory`."""
     from planner.data import tokenizer as tok
-    config, data = tiny
-    assert train(config, data, tmp_path / "run", "--steps", "2") == 0
     texts = ["def main():\n    return 0\n" * 50, "class A:\n    pass\n" * 50, bytes(range(256)).decode("latin-1")]
     for vocab in (512, 1024):
-        tok.train(texts, vocab).save(str(tmp_path / f"tokenizer-{vocab}.json"))
+        tok.train(texts, vocab).save(str(directory / f"tokenizer-{vocab}.json"))
+    tok.train(texts[2:] + ["while True:\n    break\n" * 50], 512).save(str(directory / "another-512.json"))
+
+
+def test_sample_continues_a_prompt_and_refuses_what_cannot_serve(tiny, tmp_path, capsys):
+    """The checkpoint records the tokenizer its data came with: sample
+    takes that one and refuses another."""
+    pytest.importorskip("torch")
+    config, data = tiny
+    tokenizers(tmp_path)
+    (data / "tokenizer.json").write_bytes((tmp_path / "tokenizer-512.json").read_bytes())
+    assert train(config, data, tmp_path / "run", "--steps", "2") == 0
     (tmp_path / "not.json").write_text('{"model": 1}')
 
     def sample(*extra):
@@ -256,11 +265,27 @@ def test_sample_continues_a_prompt_and_refuses_what_cannot_serve(tiny, tmp_path,
     for extra, message in ((["--tokenizer", str(tmp_path / "tokenizer-1024.json")],
                             "tokens do not fit the model's vocabulary (512)"),
                            (["--tokenizer", str(tmp_path / "not.json")], "not a tokenizers JSON file"),
+                           (["--tokenizer", str(tmp_path / "another-512.json")],
+                            "not the one the checkpoint's training data was prepared with"),
                            (["--tokenizer", str(tmp_path / "none.json")], "no such file"),
                            (["--tokens", "0"], "--tokens 0: must be positive")):
         assert sample(*extra) == 2
         err = capsys.readouterr().err
         assert err.startswith("planner sample: ") and message in err and err.count("\n") == 1
+
+
+def test_resuming_on_tokens_of_another_tokenizer_is_refused(tiny, tmp_path, capsys):
+    config, data = tiny
+    tokenizers(tmp_path)
+    (data / "tokenizer.json").write_bytes((tmp_path / "tokenizer-512.json").read_bytes())
+    assert train(config, data, tmp_path / "run", "--steps", "2") == 0
+    (data / "tokenizer.json").write_bytes((tmp_path / "another-512.json").read_bytes())
+    capsys.readouterr()
+    assert train(config, data, tmp_path / "more", "--steps", "2",
+                 "--resume", str(tmp_path / "run" / "checkpoint.safetensors")) == 2
+    err = capsys.readouterr().err
+    assert f"trained on tokens of another tokenizer than {data}'s" in err and err.count("\n") == 1
+    assert not (tmp_path / "more").exists()
 
 
 def test_ctrl_c_finishes_the_invocation_saves_and_exits(tiny, tmp_path):

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from planner.data.batches import DataError
+from planner.data.tokenizer import digest
 from planner.files import written_whole
 
 MAGIC, VERSION, HEADER_WORDS = 20240520, 1, 256
@@ -84,6 +85,7 @@ class Dataset:
     train: Stream
     validation: Stream
     source: str
+    tokenizer: str = ""     # SHA-256 of the directory's tokenizer.json; "" where it has none
 
 
 def read_dataset(directory: Path, vocab: int, needed: int) -> Dataset:
@@ -111,4 +113,5 @@ def read_dataset(directory: Path, vocab: int, needed: int) -> Dataset:
         if cut < needed:
             raise DataError(f"{directory}: too few tokens to hold out a validation split ({train})")
         streams["val"], streams["train"] = streams["train"].between(cut, train), streams["train"].between(0, cut)
-    return Dataset(streams["train"], streams["val"], str(directory))
+    tokenizer = directory / "tokenizer.json"
+    return Dataset(streams["train"], streams["val"], str(directory), digest(tokenizer) if tokenizer.is_file() else "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Iterable
 
@@ -32,3 +33,12 @@ def load(path: Path, vocab: int):
         raise ValueError(f"tokenizer {path}: its {tokenizer.get_vocab_size()} tokens do not fit the model's "
                          f"vocabulary ({vocab})")
     return tokenizer
+
+
+def digest(path: Path) -> str:
+    """SHA-256 of a tokenizer file: what a checkpoint records of the
+    tokenizer its training data was prepared with."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as error:
+        raise ValueError(f"tokenizer {path}: cannot be read ({error.strerror})") from None

@@ -30,20 +30,21 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _parameters(path: str):
+    """The checkpoint, and its parameters by entry name."""
     from planner.runtime import checkpoint as ckpt
     loaded = ckpt.load(Path(path))
     named = ckpt.tensors(loaded.config, loaded.banks)
-    return loaded.config, {k.split("/", 1)[1]: v for k, v in named.items() if k.startswith("parameters/")}
+    return loaded, {k.split("/", 1)[1]: v for k, v in named.items() if k.startswith("parameters/")}
 
 
 def export(args: argparse.Namespace) -> int:
     torch = require_torch()
     out = output_file(args.out, "--out")
-    config, params = _parameters(args.checkpoint)
+    loaded, params = _parameters(args.checkpoint)
     state = {name: torch.from_numpy(value.copy()) for name, value in params.items()}
     with written_whole(out) as f:
         torch.save(state, f)
-    print(f"{len(state)} tensors of a {config.shape.layers}-layer model to {out}")
+    print(f"{len(state)} tensors of a {loaded.config.shape.layers}-layer model to {out}")
     return 0
 
 
@@ -53,7 +54,8 @@ def sample(args: argparse.Namespace) -> int:
     torch = require_torch()
     if args.tokens < 1:
         raise InputError(f"--tokens {args.tokens}: must be positive")
-    config, params = _parameters(args.checkpoint)
+    loaded, params = _parameters(args.checkpoint)
+    config = loaded.config
     if args.tokenizer:
         path = Path(args.tokenizer)
     else:
@@ -63,6 +65,9 @@ def sample(args: argparse.Namespace) -> int:
         raise InputError(f"tokenizer {path}: no such file")
     try:
         tokenizer = tok.load(path, config.shape.vocab)
+        if loaded.tokenizer_digest and tok.digest(path) != loaded.tokenizer_digest:
+            raise ValueError(f"tokenizer {path}: not the one the checkpoint's training data was prepared with "
+                             f"(SHA-256 {loaded.tokenizer_digest[:16]}); name that one with --tokenizer")
     except ValueError as error:
         raise InputError(str(error)) from None
     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -39,6 +39,7 @@ class Checkpoint:
     config: Config
     banks: bytes            # P, M, V as the plan lays them out (the staging traffic)
     plan_digest: str
+    tokenizer_digest: str = ""   # the training data's tokenizer (SHA-256 of its file); "" where unknown
 
 
 def tensors(config: Config, banks: bytes) -> dict[str, np.ndarray]:
@@ -95,7 +96,8 @@ def save(path: Path, checkpoint: Checkpoint) -> None:
 
     metadata = {"format": FORMAT, "step": str(checkpoint.step),
                 "config": json.dumps(to_dict(checkpoint.config), sort_keys=True),
-                "model_digest": model_digest(checkpoint.config), "plan_digest": checkpoint.plan_digest}
+                "model_digest": model_digest(checkpoint.config), "plan_digest": checkpoint.plan_digest,
+                "tokenizer_digest": checkpoint.tokenizer_digest}
     data = encode(tensors(checkpoint.config, checkpoint.banks), metadata=metadata)
     path = Path(path)
     with written_whole(path, durable=True) as f:
@@ -144,4 +146,4 @@ def load(path: Path, config: Config | None = None) -> Checkpoint:
         raise CheckpointError(f"checkpoint {path}: {error}") from None
     if problem := damage(stored, banks):
         raise CheckpointError(f"checkpoint {path}: {problem}, which no update leaves")
-    return Checkpoint(step, stored, banks, metadata.get("plan_digest", ""))
+    return Checkpoint(step, stored, banks, metadata.get("plan_digest", ""), metadata.get("tokenizer_digest", ""))

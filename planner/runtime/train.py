@@ -127,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
         validation = Batches(data.validation, shape.batch, shape.seq, config.run.seed + 1)
     except DataError as error:
         return _fail(str(error))
+    if resumed and resumed.tokenizer_digest and data.tokenizer and resumed.tokenizer_digest != data.tokenizer:
+        return _fail(f"checkpoint {args.resume}: trained on tokens of another tokenizer than {directory}'s "
+                     f"(SHA-256 {resumed.tokenizer_digest[:16]}, not {data.tokenizer[:16]})")
 
     plan = build(config, args.layout)
     try:
@@ -175,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
                     record({"step": done, "validation_loss": validation_loss(done)})
                 stop = interrupt.asked
                 if (args.checkpoint_every and done % args.checkpoint_every == 0) or stop:
-                    ckpt.save(checkpoint_path, ckpt.Checkpoint(done, config, session.save(), plan.digest))
+                    ckpt.save(checkpoint_path, ckpt.Checkpoint(done, config, session.save(), plan.digest, data.tokenizer))
                     saved = done
                 if stop:
                     print(f"\ninterrupted: checkpoint after update {done} in {checkpoint_path}")
@@ -183,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             final_validation = validation_loss(done)
             record({"step": done, "validation_loss": final_validation})
             report, banks = session.finish(validation(0)[0])
-            ckpt.save(checkpoint_path, ckpt.Checkpoint(done, config, banks, plan.digest))
+            ckpt.save(checkpoint_path, ckpt.Checkpoint(done, config, banks, plan.digest, data.tokenizer))
         seconds = time.perf_counter() - began
         _plot(history, out / "loss.png")
         print(f"done: {steps} updates in {seconds:.1f} s ({steps * shape.tokens / seconds:,.0f} tokens/s); "
