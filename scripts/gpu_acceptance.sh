@@ -3,14 +3,21 @@
 # the kernel and training tests, a 1000-update training from the README's
 # command, the seed and placed layouts side by side, PyTorch's peak memory,
 # and the benchmark. Run from the repository root on a machine with a GPU.
+# Every step runs; the exit status is the last failing step's (0: all passed).
 set -uo pipefail
 out=${1:-gpu-logs}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-step() { local name=$1; shift; echo "== $name"; "$@" 2>&1 | tee "$out/$name.log" | tail -n 25; }
+failed=0
+step() {
+  local name=$1; shift; echo "== $name"
+  "$@" 2>&1 | tee "$out/$name.log" | tail -n 25
+  local status=${PIPESTATUS[0]}
+  [ "$status" -eq 0 ] || { echo "== $name failed (exit status $status)"; failed=$status; }
+}
 case "${2:-all}" in
   tests|all)
-    step tests python3 -m pytest tests/test_kernels_gpu.py tests/test_training_gpu.py -q -s -p no:cacheprovider ;;&
+    step tests python3 -m pytest tests/test_kernels_gpu.py tests/test_training_gpu.py -s -p no:cacheprovider ;;&
   train|all)
     step train script -qec "planner train --steps 1000 --validate-every 100 --checkpoint-every 500 --out $out/run" "$out/train.tty"
     for layout in seed placed; do
@@ -24,10 +31,13 @@ loss = lambda d: [json.loads(l)["loss"] for l in open(f"{out}/{d}/metrics.jsonl"
 a, b = load_file(f"{out}/seed/checkpoint.safetensors"), load_file(f"{out}/placed/checkpoint.safetensors")
 same = loss("seed") == loss("placed") and all((a[k] == b[k]).all() for k in a)
 print(f"seed and placed layouts bit-identical over 50 updates: {same}")
+sys.exit(0 if same else 1)
 PY
+    [ $? -eq 0 ] || failed=1
     ;;&
   bench|all)
     step peaks python3 scripts/torch_peaks.py "$out/peaks.json"
     step table planner place --table --peaks "$out/peaks.json"
     step bench planner bench --batches 1,8 --json "$out/bench.json" ;;
 esac
+exit $failed
