@@ -14,10 +14,14 @@ fused AdamW, eager, compiled, and compiled with the whole step captured as
 one CUDA graph (the strongest). Warm-up is excluded; the median of the timed
 steps is reported, with CUDA events around each.
 
-Beside the step, the same run times each matrix product of the update alone
-(its launches as the plan makes them) against torch.matmul (cuBLAS) on
-random operands of the same shape, layouts and half format, with a half C
-and nothing after it: the stricter anchor for a product that also adds a
+Beside the step, each launch of the update is timed alone; the times are
+summed by image beside their floors, and taken along the longest chain of
+the update's dependencies (`longest_chain_us`): where the step sits between
+that chain and the launches' sum says whether the chain or the device's
+throughput holds it. The same run times each matrix product of the update
+alone (its launches as the plan makes them) against torch.matmul (cuBLAS)
+on random operands of the same shape, layouts and half format, with a half
+C and nothing after it: the stricter anchor for a product that also adds a
 residual or applies an activation on the way out.
 """
 
@@ -28,13 +32,13 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from planner.files import written_whole
 from planner.model.config import Config
-from planner.schedule.urgency import floor_us
+from planner.schedule.urgency import floor_us, slack
 
 WARMUP, TIMED = 10, 50
 # the share of torch.matmul's speed each product is held to (the performance issue's bar)
@@ -80,15 +84,26 @@ def _batch(config: Config, rng: np.random.Generator) -> tuple[np.ndarray, np.nda
     return ids[:, :-1].astype(np.int32), ids[:, 1:].astype(np.int32)
 
 
-def plan_step_ms(plan, gpu, certificate=None
-                 ) -> tuple[float, float, list[float], np.ndarray, dict[str, tuple[int, float, float]]]:
+@dataclass(frozen=True)
+class StepTiming:
+    """A plan's update, timed (plan_step_ms)."""
+    host_ms: float            # median, from the call to the loss in hand
+    events_ms: float          # median, by CUDA events as the anchors are timed
+    losses: list[float]
+    parameters: np.ndarray    # the banks the timed updates started from (the anchors start there too)
+    kernels: dict[str, tuple[int, float, float]]  # image -> its launches, their us alone, floors (by_image)
+    chain_ms: float           # the longest chain of the launches' times alone (longest_chain_us)
+    floor_chain_ms: float     # the same of their floors
+
+
+def plan_step_ms(plan, gpu, certificate=None) -> StepTiming:
     """Median ms per update of a plan, as the host sees it (from the call
     to the loss in hand) and as the anchor is timed (CUDA events on the
     stream, from before the host's per-step writes to the update's end);
     also the losses, the parameters it started from (for the anchor), and
-    the update submission's kernel times (kernel_times). The device demands
-    `certificate` where given (the bench's plans); the tile sweep times
-    candidate plans without one."""
+    the update submission's launches timed alone (launch_times). The device
+    demands `certificate` where given (the bench's plans); the tile sweep
+    times candidate plans without one."""
     from planner.model.config import from_dict
     from planner.runtime.cuda import CudaDevice
     from planner.runtime.driver import call
@@ -114,10 +129,14 @@ def plan_step_ms(plan, gpu, certificate=None
                 gpu_times.append(call("cuEventElapsedTime", start, stop))
         call("cuEventDestroy", start)
         call("cuEventDestroy", stop)
-        kernels = kernel_times(plan, device, session.groups["update"][0])
+        update = session.groups["update"][0]
+        alone = launch_times(plan, device, update)
     finally:
         device.close()
-    return statistics.median(times), statistics.median(gpu_times), losses, parameters, kernels
+    floors = {index: floor_us(plan, index) for index in alone}
+    return StepTiming(statistics.median(times), statistics.median(gpu_times), losses, parameters,
+                      by_image(plan, alone), longest_chain_us(plan, update, alone) / 1e3,
+                      longest_chain_us(plan, update, floors) / 1e3)
 
 
 def torch_step_ms(config: Config, parameters: np.ndarray, setup: str) -> float:
@@ -167,21 +186,41 @@ def torch_step_ms(config: Config, parameters: np.ndarray, setup: str) -> float:
     return statistics.median(times)
 
 
-def kernel_times(plan, device, submission: int, repeat: int = 20) -> dict[str, tuple[int, float, float]]:
-    """Each launch of one submission timed as a CUDA graph of `repeat` copies
-    of it back to back (the gaps a graph has, not Python's): image ->
-    (launches, total microseconds, total floor microseconds)."""
+def launch_times(plan, device, submission: int, repeat: int = 20) -> dict[int, float]:
+    """Each launch of one submission timed alone, as a CUDA graph of
+    `repeat` copies of it back to back (the gaps a graph has, not
+    Python's): launch index -> microseconds."""
     from planner.runtime import driver
 
-    out: dict[str, tuple[int, float, float]] = {}
+    out = {}
     for index in plan.submissions[submission].launches():
         launch = plan.launches[index]
         img = plan.image[launch.image]
-        us = driver.seconds_per_launch(device.kernels[img.name], launch.grid, launch.block, img.shared_bytes,
-                                       bytes(device.blocks[index]), repeat) * 1e6
-        count, total, floor = out.get(launch.image, (0, 0.0, 0.0))
-        out[launch.image] = (count + 1, total + us, floor + floor_us(plan, index))
+        out[index] = driver.seconds_per_launch(device.kernels[img.name], launch.grid, launch.block,
+                                               img.shared_bytes, bytes(device.blocks[index]), repeat) * 1e6
     return out
+
+
+def by_image(plan, times: dict[int, float]) -> dict[str, tuple[int, float, float]]:
+    """Launch times summed by image: image -> (launches, total
+    microseconds, total floor microseconds)."""
+    out: dict[str, tuple[int, float, float]] = {}
+    for index, us in times.items():
+        name = plan.launches[index].image
+        count, total, floor = out.get(name, (0, 0.0, 0.0))
+        out[name] = (count + 1, total + us, floor + floor_us(plan, index))
+    return out
+
+
+def longest_chain_us(plan, submission: int, times: dict[int, float]) -> float:
+    """The longest path of `times` through the submission's dependencies:
+    what the update would take if every launch ran as fast as alone and
+    started the moment those it waits for ended. Beside the step it says
+    what holds the step back: a step near its chain waits on the chain; a
+    step near the launches' sum, far above the chain, is held by the
+    device's throughput (launches side by side share the multiprocessors,
+    so only faster launches shorten it)."""
+    return slack(plan.submissions[submission].waits(), times)[0]
 
 
 def torch_graph_us(work, repeats: int) -> float:
@@ -239,7 +278,7 @@ def same_result(left, right, r, output: str):
 
 def products_vs_matmul(plan, kernels: dict[str, tuple[int, float, float]], repeats: int = 20) -> dict[str, dict]:
     """Each product image of the update (a launch's mean time alone, from
-    kernel_times) beside torch.matmul with a half C on random operands of
+    by_image) beside torch.matmul with a half C on random operands of
     its shape, layouts and half format (the faster of two graphs), and
     beside cuBLAS making the same C (same_result: a binary32 C where the
     product's is, R added where it adds one), each timed as a graph of
@@ -340,7 +379,8 @@ def _print_kernels(row: dict, top: int = 12) -> None:
     kernels = row["kernels"]
     total, floor = sum(k["us"] for k in kernels.values()), sum(k["floor_us"] for k in kernels.values())
     print(f"{row['tokens']} tokens/step: {sum(k['launches'] for k in kernels.values())} launches, kernels "
-          f"{total / 1e3:.2f} ms against floors of {floor / 1e3:.2f} ms; step {row['plan_ms']:.2f} ms", flush=True)
+          f"{total / 1e3:.2f} ms against floors of {floor / 1e3:.2f} ms, their longest chain "
+          f"{row['chain_ms']:.2f} ms against {row['floor_chain_ms']:.2f}; step {row['plan_ms']:.2f} ms", flush=True)
     for name, k in sorted(kernels.items(), key=lambda kv: -kv[1]["us"])[:top]:
         print(f"  {name:36s} {k['launches']:4d} x {k['us'] / k['launches']:8.1f} us  floor "
               f"{k['floor_us'] / k['launches']:7.1f}  ({k['us'] / max(k['floor_us'], 1e-9):4.1f}x)", flush=True)
@@ -383,20 +423,22 @@ def run(args: argparse.Namespace) -> int:
         plan = build_plan(config)
         try:
             certificate = demand_certificate(plan)
-            ours, ours_events, losses, parameters, kernels = plan_step_ms(plan, gpu, certificate)
+            timing = plan_step_ms(plan, gpu, certificate)
         except NoDevice as error:
             print(f"planner bench: {error}", file=sys.stderr)
             return 2
         except Uncertified as error:
             print(f"planner bench: refused: {error}", file=sys.stderr)
             return 1
-        row = {"batch": batch, "tokens": config.shape.tokens, "plan_ms": ours, "plan_events_ms": ours_events,
-               "plan_losses": losses[:3],
-               "kernels": {name: {"launches": n, "us": us, "floor_us": floor} for name, (n, us, floor) in kernels.items()}}
-        row["products"] = products_vs_matmul(plan, kernels)
+        row = {"batch": batch, "tokens": config.shape.tokens, "plan_ms": timing.host_ms,
+               "plan_events_ms": timing.events_ms, "plan_losses": timing.losses[:3],
+               "kernels": {name: {"launches": n, "us": us, "floor_us": floor}
+                           for name, (n, us, floor) in timing.kernels.items()},
+               "chain_ms": timing.chain_ms, "floor_chain_ms": timing.floor_chain_ms}
+        row["products"] = products_vs_matmul(plan, timing.kernels)
         row |= attention_vs_sdpa(config, gpu)
         for setup in args.anchors:
-            row[f"torch_{setup}_ms"] = torch_step_ms(config, parameters, setup)
+            row[f"torch_{setup}_ms"] = torch_step_ms(config, timing.parameters, setup)
         rows.append(row)
         _print_kernels(row)
         _print_products(row)

@@ -284,7 +284,7 @@ def step_medians(key: str, batch: int, tiles: list[int], rounds: int) -> dict[st
     try:
         for _ in range(rounds):
             for tile in tiles:
-                medians[tile].append(plan_step_ms(plan_with(key, tile, batch), gpu)[1])
+                medians[tile].append(plan_step_ms(plan_with(key, tile, batch), gpu).events_ms)
                 print(f"{key} tile {tile}: update {medians[tile][-1]:.4f} ms", flush=True)
     finally:
         driver.close_device(gpu)

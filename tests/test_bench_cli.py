@@ -64,8 +64,8 @@ def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
     from planner import bench
     monkeypatch.setattr(planner.runtime.cuda, "open_gpu", lambda: object())
     monkeypatch.setattr(planner.certify, "demand_certificate", lambda plan: None)
-    monkeypatch.setattr(bench, "plan_step_ms", lambda plan, gpu, certificate: (
-        2.1, 2.0, [9.5, 9.4, 9.3, 9.2], np.zeros(1), {"attention-forward": (16, 160.0, 16.0)}))
+    monkeypatch.setattr(bench, "plan_step_ms", lambda plan, gpu, certificate: bench.StepTiming(
+        2.1, 2.0, [9.5, 9.4, 9.3, 9.2], np.zeros(1), {"attention-forward": (16, 160.0, 16.0)}, 1.5, 0.75))
     product = {"tile": 57, "us": 10.0, "torch_us": 7.0, "ratio": 0.7, "same_us": 7.0, "same_ratio": 0.7}
     monkeypatch.setattr(bench, "products_vs_matmul", lambda plan, kernels: {"tiled-x": product})
     monkeypatch.setattr(bench, "attention_vs_sdpa", lambda config, gpu: {
@@ -78,6 +78,32 @@ def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
     assert [(r["batch"], r["plan_events_ms"], r["torch_eager_ms"], r["torch_compile+graph_ms"]) for r in rows] == [
         (1, 2.0, 40.0, 4.0)]
     assert rows[0]["plan_losses"] == [9.5, 9.4, 9.3] and rows[0]["products"] == {"tiled-x": product}
+    assert (rows[0]["chain_ms"], rows[0]["floor_chain_ms"]) == (1.5, 0.75)
     assert [p.name for p in tmp_path.iterdir()] == ["bench.json"]
     out = capsys.readouterr().out
     assert "1 of 1 at 0.7x of torch.matmul or more" in out and "4.00 ( 0.50x)" in out
+    assert "kernels 0.16 ms against floors of 0.02 ms, their longest chain 1.50 ms against 0.75; step 2.10 ms" in out
+
+
+def test_the_longest_chain_follows_the_dependencies(default_plan):
+    from planner import bench
+    from planner.schedule.urgency import depth, floor_us, slack
+
+    plan = default_plan
+    update = plan.notes["submissions"]["update"][0]
+    launches = list(plan.submissions[update].launches())
+    ones = {index: 1.0 for index in launches}
+    chain = bench.longest_chain_us(plan, update, ones)
+    # a microsecond a launch: the most launches one waits for after another
+    assert chain == depth(plan.submissions[update]) and 1 < chain < len(launches)
+    # a launch on the chain lengthens it by what it takes longer; one with slack only by what it takes beyond that
+    _, spare = slack(plan.submissions[update].waits(), ones)
+    on = next(i for i in launches if spare[i] == 0)
+    off = next(i for i in launches if spare[i] >= 2)
+    assert bench.longest_chain_us(plan, update, ones | {on: 11.0}) == chain + 10
+    assert bench.longest_chain_us(plan, update, ones | {off: 1 + spare[off]}) == chain
+    assert bench.longest_chain_us(plan, update, ones | {off: 4 + spare[off]}) == chain + 3
+    sums = bench.by_image(plan, ones)
+    assert sum(n for n, _, _ in sums.values()) == len(launches)
+    assert all(total == n for n, total, _ in sums.values())
+    assert sum(f for _, _, f in sums.values()) == pytest.approx(sum(floor_us(plan, i) for i in launches))
