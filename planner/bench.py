@@ -135,7 +135,7 @@ def plan_step_ms(plan, gpu, certificate=None) -> StepTiming:
         device.close()
     floors = {index: floor_us(plan, index) for index in alone}
     return StepTiming(statistics.median(times), statistics.median(gpu_times), losses, parameters,
-                      by_image(plan, alone), longest_chain_us(plan, update, alone) / 1e3,
+                      by_image(plan, alone, floors), longest_chain_us(plan, update, alone) / 1e3,
                       longest_chain_us(plan, update, floors) / 1e3)
 
 
@@ -201,14 +201,14 @@ def launch_times(plan, device, submission: int, repeat: int = 20) -> dict[int, f
     return out
 
 
-def by_image(plan, times: dict[int, float]) -> dict[str, tuple[int, float, float]]:
-    """Launch times summed by image: image -> (launches, total
+def by_image(plan, times: dict[int, float], floors: dict[int, float]) -> dict[str, tuple[int, float, float]]:
+    """Launch times and floors summed by image: image -> (launches, total
     microseconds, total floor microseconds)."""
     out: dict[str, tuple[int, float, float]] = {}
     for index, us in times.items():
         name = plan.launches[index].image
         count, total, floor = out.get(name, (0, 0.0, 0.0))
-        out[name] = (count + 1, total + us, floor + floor_us(plan, index))
+        out[name] = (count + 1, total + us, floor + floors[index])
     return out
 
 

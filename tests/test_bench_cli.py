@@ -103,7 +103,7 @@ def test_the_longest_chain_follows_the_dependencies(default_plan):
     assert bench.longest_chain_us(plan, update, ones | {on: 11.0}) == chain + 10
     assert bench.longest_chain_us(plan, update, ones | {off: 1 + spare[off]}) == chain
     assert bench.longest_chain_us(plan, update, ones | {off: 4 + spare[off]}) == chain + 3
-    sums = bench.by_image(plan, ones)
+    sums = bench.by_image(plan, ones, {i: floor_us(plan, i) for i in launches})
     assert sum(n for n, _, _ in sums.values()) == len(launches)
     assert all(total == n for n, total, _ in sums.values())
     assert sum(f for _, _, f in sums.values()) == pytest.approx(sum(floor_us(plan, i) for i in launches))

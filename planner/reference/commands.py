@@ -65,11 +65,12 @@ def sample(args: argparse.Namespace) -> int:
         raise InputError(f"tokenizer {path}: no such file")
     try:
         tokenizer = tok.load(path, config.shape.vocab)
-        if loaded.tokenizer_digest and tok.digest(path) != loaded.tokenizer_digest:
-            raise ValueError(f"tokenizer {path}: not the one the checkpoint's training data was prepared with "
-                             f"(SHA-256 {loaded.tokenizer_digest[:16]}); name that one with --tokenizer")
+        same = not loaded.tokenizer_digest or tok.digest(path) == loaded.tokenizer_digest
     except ValueError as error:
         raise InputError(str(error)) from None
+    if not same:
+        raise InputError(f"tokenizer {path}: not the one the checkpoint's training data was prepared with "
+                         f"(SHA-256 {loaded.tokenizer_digest[:16]}); name that one with --tokenizer")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     weights = {n: torch.from_numpy(v.copy()).to(device) for n, v in params.items()}
     ids = tokenizer.encode(args.prompt).ids or [0]
