@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -90,6 +91,21 @@ def test_bad_data_is_named(tmp_path, make, message):
     make(tmp_path)
     with pytest.raises(DataError, match=message):
         read_dataset(tmp_path, vocab=256, needed=50)
+
+
+def test_a_tokenizer_file_that_cannot_be_read_is_named(tmp_path, monkeypatch):
+    write_shard(tmp_path / "data_train_000.bin", np.arange(5000, dtype=np.uint16) % 300)
+    (tmp_path / "tokenizer.json").write_text("{}")
+    real = Path.read_bytes
+
+    def read_bytes(self):   # as an unreadable file (the tests may run as root, whom modes do not stop)
+        if self.name == "tokenizer.json":
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    with pytest.raises(DataError, match="tokenizer .*tokenizer.json: cannot be read \\(Permission denied\\)"):
+        read_dataset(tmp_path, vocab=512, needed=100)
 
 
 TINY = {"shape": {"layers": 1, "width": 128, "heads": 2, "kv_heads": 2, "ffn": 128, "vocab": 512, "seq": 64,

@@ -114,4 +114,8 @@ def read_dataset(directory: Path, vocab: int, needed: int) -> Dataset:
             raise DataError(f"{directory}: too few tokens to hold out a validation split ({train})")
         streams["val"], streams["train"] = streams["train"].between(cut, train), streams["train"].between(0, cut)
     tokenizer = directory / "tokenizer.json"
-    return Dataset(streams["train"], streams["val"], str(directory), digest(tokenizer) if tokenizer.is_file() else "")
+    try:
+        known = digest(tokenizer) if tokenizer.is_file() else ""
+    except ValueError as error:   # the file is there but cannot be read
+        raise DataError(str(error)) from None
+    return Dataset(streams["train"], streams["val"], str(directory), known)
