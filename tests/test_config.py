@@ -29,6 +29,7 @@ def test_default_is_the_seed_shape():
     (dict(vocab=70016), "shape.vocab"),
     (dict(ffn=1400), "shape.ffn"),
     (dict(layers=0), "shape.layers"),
+    (dict(layers=1025), "shape.layers"),
     (dict(batch=-1), "shape.batch"),
 ])
 def test_shape_rules_name_the_field(change, field_name):
@@ -45,11 +46,30 @@ def test_shape_rules_name_the_field(change, field_name):
     ("run", dict(staging_bytes=64 << 20), "run.staging_bytes"),
     ("run", dict(prediction_rows=(5000,)), "run.prediction_rows"),
     ("run", dict(seed=1 << 40), "run.seed"),
+    ("run", dict(update_pieces=1025), "run.update_pieces"),
+    ("run", dict(prediction_rows=(-1,) * 1025), "run.prediction_rows"),
+    ("run", dict(arena_limit=(1 << 48) + 1), "run.arena_limit"),
+    ("run", dict(staging_bytes=1 << 49, copy_piece_bytes=1 << 40, transfer_pieces=1 << 10), "run.staging_bytes"),
+    ("run", dict(copy_piece_bytes=1 << 49), "run.copy_piece_bytes"),
 ])
 def test_learner_and_run_rules(section, change, field_name):
     with pytest.raises(ConfigError) as info:
         validate(replace(DEFAULT, **{section: replace(getattr(DEFAULT, section), **change)}))
     assert info.value.field_name == field_name
+
+
+def test_counts_that_grow_the_plan_are_bounded(tmp_path, capsys):
+    """The bounds are taken; past them a configuration is refused on one
+    line before any planning (2^31 layers would exhaust the memory while
+    the parameter entries are listed)."""
+    at_bounds = replace(DEFAULT, run=replace(DEFAULT.run, update_pieces=1024, prediction_rows=(-1,) * 1024,
+                                             staging_bytes=1 << 30, copy_piece_bytes=1 << 28))
+    assert validate(at_bounds) is at_bounds
+    bad = tmp_path / "deep.json"
+    bad.write_text(json.dumps({"shape": {"layers": 1 << 31}}))
+    assert main(["plan", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"planner plan: shape.layers = {1 << 31}: must be at most 1024\n"
 
 
 def test_arena_limit_is_checked_by_the_layout():

@@ -33,6 +33,13 @@ ATTENTION_TILE = 64
 # The vocabulary is walked in tiles of 128 (the cross-entropy backward's
 # blocks; the seed's 256 would refuse GPT-2's padded 50304).
 VOCAB_TILE = 128
+# The counts the plan's lists grow with (every layer's launches, every update
+# piece's submission, every prediction row's copy) are held to MAX_COUNT, so
+# that planning a configuration takes seconds to minutes, not memory without
+# end (a plan keeps about 3 KB a launch: 2^31 layers would take terabytes);
+# sizes to MAX_BYTES, the most a plan file's sizes and offsets hold.
+MAX_COUNT = 1024
+MAX_BYTES = 1 << 48
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,7 @@ def validate(config: Config) -> Config:
         v = getattr(s, f.name)
         _rule(isinstance(v, int) and not isinstance(v, bool) and v > 0,
               f"shape.{f.name}", v, "must be a positive integer")
+    _rule(s.layers <= MAX_COUNT, "shape.layers", s.layers, f"must be at most {MAX_COUNT}")
     _rule(s.width % s.heads == 0, "shape.heads", s.heads, f"must divide shape.width ({s.width})")
     _rule(s.head_width == HEAD_WIDTH, "shape.heads", s.heads,
           f"width / heads must be {HEAD_WIDTH}, the head width the attention images are written for")
@@ -164,16 +172,18 @@ def validate(config: Config) -> Config:
           "must be a positive integer")
 
     _rule(isinstance(r.seed, int) and 0 <= r.seed < 1 << 32, "run.seed", r.seed, "must be a 32-bit unsigned integer")
-    _rule(isinstance(r.update_pieces, int) and r.update_pieces >= 1, "run.update_pieces", r.update_pieces,
-          "must be a positive integer")
+    _rule(isinstance(r.update_pieces, int) and 1 <= r.update_pieces <= MAX_COUNT, "run.update_pieces",
+          r.update_pieces, f"must be a positive integer, at most {MAX_COUNT}")
     _rule(len(r.prediction_rows) >= 1, "run.prediction_rows", r.prediction_rows, "must name at least one row")
+    _rule(len(r.prediction_rows) <= MAX_COUNT, "run.prediction_rows", len(r.prediction_rows),
+          f"names that many rows; at most {MAX_COUNT}")
     for row in r.prediction_rows:
         _rule(isinstance(row, int) and -s.tokens <= row < s.tokens, "run.prediction_rows", r.prediction_rows,
               f"every row must lie in [-{s.tokens}, {s.tokens})")
-    _rule(r.copy_piece_bytes > 0 and r.copy_piece_bytes % 1024 == 0, "run.copy_piece_bytes", r.copy_piece_bytes,
-          "must be a positive multiple of 1024")
-    _rule(r.staging_bytes > 0 and r.staging_bytes % 0x1000 == 0, "run.staging_bytes", r.staging_bytes,
-          "must be a positive multiple of 4096")
+    _rule(0 < r.copy_piece_bytes <= MAX_BYTES and r.copy_piece_bytes % 1024 == 0, "run.copy_piece_bytes",
+          r.copy_piece_bytes, f"must be a positive multiple of 1024, at most {MAX_BYTES}")
+    _rule(0 < r.staging_bytes <= MAX_BYTES and r.staging_bytes % 0x1000 == 0, "run.staging_bytes", r.staging_bytes,
+          f"must be a positive multiple of 4096, at most {MAX_BYTES}")
     # A chunk crosses at most one bank's end, so it needs one piece more than
     # its bytes alone; the seed's transfer takes at most `transfer_pieces`.
     _rule(isinstance(r.transfer_pieces, int)
@@ -181,8 +191,8 @@ def validate(config: Config) -> Config:
           "run.staging_bytes", r.staging_bytes,
           f"a checkpoint chunk must fit in transfer_pieces - 1 ({r.transfer_pieces - 1}) copy pieces "
           f"of {r.copy_piece_bytes} bytes")
-    _rule(isinstance(r.arena_limit, int) and r.arena_limit > 0, "run.arena_limit", r.arena_limit,
-          "must be a positive integer")
+    _rule(isinstance(r.arena_limit, int) and 0 < r.arena_limit <= MAX_BYTES, "run.arena_limit", r.arena_limit,
+          f"must be a positive integer, at most {MAX_BYTES}")
     return config
 
 

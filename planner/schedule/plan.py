@@ -19,13 +19,13 @@ from functools import cached_property
 from typing import Any, Iterator
 
 from planner.kernels.manifest import (POINTER, READ, READ_WRITE, WRITE, Image, ImageError, image)
-from planner.model.config import ConfigError, from_dict
+from planner.model.config import MAX_BYTES, ConfigError, from_dict
 
 SCHEMA = "planner-plan/3"
 NOTES = ("parameters", "stretches", "submissions", "placement")
 DEVICE, HOST_MAPPED = "device", "host-mapped"
-# Sizes, offsets and counts in a plan file are bounded before any arithmetic.
-MAX_BYTES = 1 << 48
+# Sizes, offsets and counts in a plan file are bounded before any arithmetic
+# (sizes by MAX_BYTES, which bounds a configuration's too).
 MAX_ITEMS = 1 << 22
 
 
