@@ -313,6 +313,35 @@ def test_certificate_files_are_current_then_stale(tmp_path):
     assert proofs.check(outcome, tmp_path).problems == (f"{tmp_path / 'certificate.json'}: no certificate",)
 
 
+def test_both_solvers_decide_the_stored_queries_again(tmp_path, monkeypatch):
+    """Z3 and cvc5 each decide a stored query again, and either saying
+    anything but unsat fails the check: a satisfiable query recorded as the
+    certificate's (its SHA-256 the record's) is refused by both, and cvc5
+    alone disagreeing is enough."""
+    outcome = check(GOOD)
+    proofs.write(outcome, tmp_path)
+    assert proofs.second_answer((tmp_path / "live.smt2").read_text()) == "unsat"
+    record = json.loads((tmp_path / "certificate.json").read_text())
+    satisfiable = "(set-logic QF_LIA)\n(declare-const b Int)\n(assert (= b 1))\n(check-sat)\n"
+    (tmp_path / "live.smt2").write_text(satisfiable)
+    entry = next(e for e in record["properties"] if e["id"] == "live")
+    entry["sha256"] = proofs._sha(satisfiable)
+    (tmp_path / "certificate.json").write_text(json.dumps(record))
+    live = [p for p in proofs.check(outcome, tmp_path, resolve=True).problems if p.startswith("live.smt2")]
+    assert len(live) == 2 and all(p.endswith("now answers sat") for p in live)
+    assert any(" Z3 " in p for p in live) and any(" cvc5 " in p for p in live)
+    proofs.write(outcome, tmp_path)
+    monkeypatch.setattr(proofs, "second_answer", lambda text: "sat")
+    disagreeing = proofs.check(outcome, tmp_path, resolve=True).problems
+    assert disagreeing and all(" cvc5 " in p and p.endswith("now answers sat") for p in disagreeing)
+    assert {p.split(":")[0] for p in disagreeing} == {f"{r.property}.smt2" for r in outcome.results if r.query}
+
+
+def test_the_second_solver_names_a_query_it_cannot_read():
+    assert proofs.second_answer("(assert (= b 1))\n(check-sat)\n").startswith("that it cannot read it (")
+    assert proofs.second_answer("(set-logic QF_LIA)\n(declare-const b Int)\n") == "no answer (no check-sat)"
+
+
 def test_a_machine_code_check_is_a_property():
     found = Violation("sass", "image fill: a read before its barrier clears")
     register("sass-test", lambda plan: MachineFindings((found,), attested={"fill@sm_90": "ab" * 32}))

@@ -15,6 +15,7 @@ from planner.certify import proofs, with_machine_code
 from planner.certify.findings import FAIL, PASS
 from planner.certify.properties import check
 from planner.certify.report import FORMATS, render, summary
+from planner.certify.smt import solver_version
 
 CERTIFIED, FAILED, BAD_INPUT, UNKNOWN = 0, 1, 2, 3
 # The properties a placement decides: where only these fail in the seed's
@@ -33,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where certificates are kept (default: proofs/, run from the repository's top)")
     p.add_argument("--write-proofs", action="store_true", help="write the certificate to DIR/<name>/")
     p.add_argument("--check-proofs", action="store_true",
-                   help="compare the certificate in DIR/<name>/ with this plan's, and decide its queries again")
+                   help="compare the certificate in DIR/<name>/ with this plan's, and decide its queries again "
+                        "(by Z3 and by cvc5)")
 
 
 def _name(args: argparse.Namespace) -> str:
@@ -78,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check_proofs:
         found = proofs.check(outcome, directory, resolve=True)
         if found.current:
-            print(f"{directory}: the stored certificate is current ({outcome.queries} queries decided again)",
-                  file=note)
+            print(f"{directory}: the stored certificate is current ({outcome.queries} queries decided again, "
+                  f"unsat by {solver_version()} and by {proofs.second_solver_version()})", file=note)
         else:
             for problem in found.problems:
                 print(f"{directory}: {problem}", file=sys.stderr)

@@ -10,10 +10,12 @@ repository's proofs/): certificate.json (the plan's digest, the solver and
 its version, each property's verdict, candidates and time, each query
 file's SHA-256, and for the machine code each cubin it attests and the
 check that decided it) and one SMT-LIB 2 file per query, the exact text Z3
-decided, so a second solver can decide it again. Checking a directory
-derives the plan, its queries and its cubins afresh and compares: a
-different digest, query text, cubin or check means the stored certificate
-is stale.
+decided. Checking a directory derives the plan, its queries and its cubins
+afresh and compares: a different digest, query text, cubin or check means
+the stored certificate is stale. Resolving it decides every stored query
+file again, by Z3 and by a second solver written apart from it (cvc5),
+so that a proof does not rest on one solver's soundness: both must answer
+unsat.
 """
 
 from __future__ import annotations
@@ -156,7 +158,8 @@ def check(outcome: Outcome, directory: Path, resolve: bool = False) -> Check:
 
 
 def _resolve(path: Path, sha: str | None) -> list[str]:
-    """Z3 decides a stored query file again; it must be the recorded one and unsat."""
+    """Z3 and cvc5 decide a stored query file again; it must be the recorded
+    one, and both must answer unsat."""
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")
     except OSError:
@@ -166,5 +169,30 @@ def _resolve(path: Path, sha: str | None) -> list[str]:
     solver = z3.Solver()
     solver.set("timeout", TIMEOUT_MS)
     solver.add(z3.parse_smt2_string(text))
-    answer = str(solver.check())
-    return [] if answer == UNSAT else [f"{path.name}: Z3 {solver_version()} now answers {answer}"]
+    answers = {solver_version(): str(solver.check()), second_solver_version(): second_answer(text)}
+    return [f"{path.name}: {name} now answers {answer}" for name, answer in answers.items() if answer != UNSAT]
+
+
+def second_solver_version() -> str:
+    import cvc5
+
+    version = cvc5.Solver(cvc5.TermManager()).getVersion()
+    return f"cvc5 {version.decode() if isinstance(version, bytes) else version}"
+
+
+def second_answer(text: str) -> str:
+    """cvc5's answer to an SMT-LIB 2 query (its last check-sat's: sat,
+    unsat or unknown), or why it could not read it."""
+    import cvc5
+
+    solver = cvc5.Solver(cvc5.TermManager())
+    solver.setOption("tlimit-per", str(TIMEOUT_MS))
+    parser = cvc5.InputParser(solver)
+    parser.setStringInput(cvc5.InputLanguage.SMT_LIB_2_6, text, "query")
+    symbols, answer = parser.getSymbolManager(), "no answer (no check-sat)"
+    try:
+        while not (command := parser.nextCommand()).isNull():
+            answer = command.invoke(solver, symbols).strip() or answer
+    except RuntimeError as error:
+        return f"that it cannot read it ({error})"
+    return answer
