@@ -337,9 +337,18 @@ def test_both_solvers_decide_the_stored_queries_again(tmp_path, monkeypatch):
     assert {p.split(":")[0] for p in disagreeing} == {f"{r.property}.smt2" for r in outcome.results if r.query}
 
 
-def test_the_second_solver_names_a_query_it_cannot_read():
+def test_a_query_a_solver_cannot_read_is_named(tmp_path):
     assert proofs.second_answer("(assert (= b 1))\n(check-sat)\n").startswith("that it cannot read it (")
     assert proofs.second_answer("(set-logic QF_LIA)\n(declare-const b Int)\n") == "no answer (no check-sat)"
+    outcome = check(GOOD)
+    proofs.write(outcome, tmp_path)
+    record = json.loads((tmp_path / "certificate.json").read_text())
+    unreadable = "(assert (= b 1))\n(check-sat)\n"   # b is not declared
+    (tmp_path / "live.smt2").write_text(unreadable)
+    next(e for e in record["properties"] if e["id"] == "live")["sha256"] = proofs._sha(unreadable)
+    (tmp_path / "certificate.json").write_text(json.dumps(record))
+    live = [p for p in proofs.check(outcome, tmp_path, resolve=True).problems if p.startswith("live.smt2")]
+    assert len(live) == 2 and all("now answers that it cannot read it (" in p for p in live)
 
 
 def test_a_machine_code_check_is_a_property():

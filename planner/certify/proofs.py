@@ -168,8 +168,12 @@ def _resolve(path: Path, sha: str | None) -> list[str]:
         return [f"{path.name}: not the file the record names (SHA-256 differs)"]
     solver = z3.Solver()
     solver.set("timeout", TIMEOUT_MS)
-    solver.add(z3.parse_smt2_string(text))
-    answers = {solver_version(): str(solver.check()), second_solver_version(): second_answer(text)}
+    try:
+        solver.add(z3.parse_smt2_string(text))
+        first = str(solver.check())
+    except z3.Z3Exception as error:
+        first = f"that it cannot read it ({error})"
+    answers = {solver_version(): first, second_solver_version(): second_answer(text)}
     return [f"{path.name}: {name} now answers {answer}" for name, answer in answers.items() if answer != UNSAT]
 
 
