@@ -19,69 +19,42 @@ between them.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 
 from planner.schedule.plan import Launch, Submission
+from planner.schedule.segments import Segments
 
 WIDTH = 32
-
-
-class _Bytes:
-    """One window's bytes, as the launches so far have left them: segments
-    [starts[i], starts[i + 1]), each last written by writers[i] (-1: by none
-    yet) and read since by readers[i]."""
-
-    def __init__(self) -> None:
-        self.starts, self.writers, self.readers = [0], [-1], [()]
-
-    def clashes(self, start: int, stop: int, writes: bool) -> set[int]:
-        """The launches an access of [start, stop) must follow: each byte's
-        last writer, and where the access writes, the byte's readers since.
-        Every other earlier access it clashes with is followed by one of
-        those (the last writer follows the writes and reads before it), so
-        what it must follow, less what follows from the rest, is the same."""
-        i, out = bisect_right(self.starts, start) - 1, set()
-        while i < len(self.starts) and self.starts[i] < stop:
-            if self.writers[i] >= 0:
-                out.add(self.writers[i])
-            if writes:
-                out.update(self.readers[i])
-            i += 1
-        return out
-
-    def _boundary(self, at: int) -> int:
-        i = bisect_right(self.starts, at) - 1
-        if self.starts[i] != at:
-            i += 1
-            self.starts.insert(i, at)
-            self.writers.insert(i, self.writers[i - 1])
-            self.readers.insert(i, self.readers[i - 1])
-        return i
-
-    def record(self, start: int, stop: int, writes: bool, k: int) -> None:
-        i, j = self._boundary(start), self._boundary(stop)
-        if writes:
-            self.starts[i:j], self.writers[i:j], self.readers[i:j] = [start], [k], [()]
-        else:
-            for x in range(i, j):
-                self.readers[x] += (k,)
 
 
 def dependencies(launches: Sequence[Launch]) -> tuple[tuple[int, ...], ...]:
     """For each launch, in the order given, the indices of the earlier ones
     it must follow, with none that follows from the others."""
-    windows: dict[str, _Bytes] = {}
+    # each window's bytes: (the position that last wrote them, -1 for none
+    # yet; the positions that read them since)
+    windows: dict[str, Segments] = {}
     ancestors: list[int] = []   # bit set of positions each launch follows
     ends: list[int] = []        # positions nothing waits for yet, in issue order
     out = []
     for k, launch in enumerate(launches):
         accesses = [a for a in launch.accesses if a.start < a.stop]
+        # what it must follow: each byte's last writer and, where it writes,
+        # the byte's readers since; every other earlier access it clashes
+        # with is followed by one of those (the last writer follows the
+        # writes and reads before it), so after the reduction below the
+        # order is the one every pair of clashing accesses gives
         behind: set[int] = set()
         for a in accesses:
-            behind |= windows.setdefault(a.window, _Bytes()).clashes(a.start, a.stop, a.writes)
+            for _, _, (writer, readers) in windows.setdefault(a.window, Segments((-1, ()))).pieces(a.start, a.stop):
+                if writer >= 0:
+                    behind.add(writer)
+                if a.writes:
+                    behind.update(readers)
         for a in accesses:   # after all its own clashes: a launch's accesses never clash with one another
-            windows[a.window].record(a.start, a.stop, a.writes, k)
+            if a.writes:
+                windows[a.window].assign(a.start, a.stop, (k, ()))
+            else:
+                windows[a.window].update(a.start, a.stop, lambda held: (held[0], held[1] + (k,)))
         reach = 0
         for j in behind:
             reach |= ancestors[j] | 1 << j
