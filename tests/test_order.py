@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from planner.certify.properties import check
 from planner.kernels.manifest import READ, READ_WRITE, WRITE
 from planner.schedule.graph import RunGraph
-from planner.schedule.order import WIDTH, dependencies
+from planner.schedule.order import WIDTH, dependencies, follows
 from planner.schedule.plan import Access, Launch
 from planner.schedule.urgency import depth
 from tests.plans import Builder
@@ -96,37 +96,23 @@ def test_an_order_without_a_needed_dependency_is_refused():
 
 
 def _every_pair(launches):
-    """The definition, pair by pair: each launch's clashes with every
-    earlier one (a common byte, one of the two writing), less those that
-    follow from the others, with the same rule for launches side by side."""
+    """The definition, pair by pair: the earlier launches each one clashes
+    with (an access sharing a byte with one of its own, one of the two
+    writing)."""
     windows: dict[str, int] = {}
     rows = [(k, windows.setdefault(a.window, len(windows)), a.start, a.stop, a.writes)
             for k, launch in enumerate(launches) for a in launch.accesses if a.start < a.stop]
     table = np.array([r[:4] for r in rows], np.int64).reshape(-1, 4)
     writes = np.array([r[4] for r in rows], bool)
     first = np.searchsorted(table[:, 0], np.arange(len(launches) + 1))
-    ancestors, ends, out = [], [], []
+    out = []
     for k in range(len(launches)):
         earlier, mine = slice(0, first[k]), slice(first[k], first[k + 1])
         clash = ((table[earlier, None, 1] == table[None, mine, 1])
                  & (table[earlier, None, 2] < table[None, mine, 3]) & (table[None, mine, 2] < table[earlier, None, 3])
                  & (writes[earlier, None] | writes[None, mine]))
-        behind = set(np.unique(table[earlier, 0][clash.any(axis=1)]).tolist())
-        reach = 0
-        for j in behind:
-            reach |= ancestors[j] | 1 << j
-        ends = [j for j in ends if not reach >> j & 1]
-        while len(ends) >= WIDTH:
-            behind.add(ends.pop(0))
-        kept, seen = [], 0
-        for j in sorted(behind, reverse=True):
-            if not seen >> j & 1:
-                kept.append(j)
-                seen |= ancestors[j] | 1 << j
-        ancestors.append(seen)
-        ends.append(k)
-        out.append(tuple(launches[j].index for j in sorted(kept)))
-    return tuple(out)
+        out.append(set(np.unique(table[earlier, 0][clash.any(axis=1)]).tolist()))
+    return out
 
 
 _access = st.tuples(st.sampled_from(("arena", "staging")), st.integers(0, 60), st.integers(0, 12),
@@ -144,10 +130,10 @@ def test_the_last_writers_and_readers_since_give_the_pairwise_order(shapes):
                        tuple(Access(f"a{n}", mode, window, start, start + size)
                              for n, (window, start, size, mode) in enumerate(accesses)))
                 for k, accesses in enumerate(shapes)]
-    assert dependencies(launches) == _every_pair(launches)
+    assert dependencies(launches) == follows(launches, _every_pair(launches))
 
 
 def test_the_default_plans_order_is_the_pairwise_order(default_plan):
     for s in default_plan.submissions:
         launches = [default_plan.launches[i] for i in s.launches()]
-        assert dependencies(launches) == _every_pair(launches) == s.after
+        assert dependencies(launches) == follows(launches, _every_pair(launches)) == s.after

@@ -30,19 +30,22 @@ WIDTH = 32
 def dependencies(launches: Sequence[Launch]) -> tuple[tuple[int, ...], ...]:
     """For each launch, in the order given, the indices of the earlier ones
     it must follow, with none that follows from the others."""
+    return follows(launches, last_clashes(launches))
+
+
+def last_clashes(launches: Sequence[Launch]) -> list[set[int]]:
+    """For each launch, the positions of earlier ones it clashes with that
+    it must follow: each byte's last writer and, where it writes, the byte's
+    readers since. Every other earlier access it clashes with is followed by
+    one of those (the last writer follows the writes and reads before it),
+    so `follows` makes of these the order every pair of clashing accesses
+    gives."""
     # each window's bytes: (the position that last wrote them, -1 for none
     # yet; the positions that read them since)
     windows: dict[str, Segments] = {}
-    ancestors: list[int] = []   # bit set of positions each launch follows
-    ends: list[int] = []        # positions nothing waits for yet, in issue order
     out = []
     for k, launch in enumerate(launches):
         accesses = [a for a in launch.accesses if a.start < a.stop]
-        # what it must follow: each byte's last writer and, where it writes,
-        # the byte's readers since; every other earlier access it clashes
-        # with is followed by one of those (the last writer follows the
-        # writes and reads before it), so after the reduction below the
-        # order is the one every pair of clashing accesses gives
         behind: set[int] = set()
         for a in accesses:
             for _, _, (writer, readers) in windows.setdefault(a.window, Segments((-1, ()))).pieces(a.start, a.stop):
@@ -55,6 +58,20 @@ def dependencies(launches: Sequence[Launch]) -> tuple[tuple[int, ...], ...]:
                 windows[a.window].assign(a.start, a.stop, (k, ()))
             else:
                 windows[a.window].update(a.start, a.stop, lambda held: (held[0], held[1] + (k,)))
+        out.append(behind)
+    return out
+
+
+def follows(launches: Sequence[Launch], clashes: Sequence[set[int]]) -> tuple[tuple[int, ...], ...]:
+    """For each launch, the indices of the earlier ones (at the positions
+    `clashes` gives it) it must follow, less any that another of them
+    already follows; and where that would leave more than WIDTH launches
+    side by side, the earliest of them too."""
+    ancestors: list[int] = []   # bit set of positions each launch follows
+    ends: list[int] = []        # positions nothing waits for yet, in issue order
+    out = []
+    for k, clash in enumerate(clashes):
+        behind = set(clash)
         reach = 0
         for j in behind:
             reach |= ancestors[j] | 1 << j
