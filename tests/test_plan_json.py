@@ -214,3 +214,73 @@ def test_truncations_never_crash(cut):
     text = json.dumps(fuzz_base())
     with pytest.raises(PlanError):
         loads(text[:cut % (len(text) - 1)])
+
+
+def _launch_with(data, pointer: bool) -> int:
+    """A launch with a pointer slot (or a scalar slot)."""
+    return next(k for k, l in enumerate(data["launches"])
+                if any(("window" in s) == pointer for s in l["slots"]))
+
+
+def _host_step(data) -> int:
+    return next(k for k, s in enumerate(data["run"]) if s["kind"] in ("read", "write"))
+
+
+def _set(path, value):
+    """A change that sets data[path...] = value, the path's steps being keys
+    or functions of the data giving one."""
+    def change(data):
+        target = data
+        steps = [step(data) if callable(step) else step for step in path]
+        for step in steps[:-1]:
+            target = target[step]
+        target[steps[-1]] = value
+    return change
+
+
+def _twice(kind: str):
+    def change(data):
+        data[kind].append(copy.deepcopy(data[kind][0]))
+    return change
+
+
+@pytest.mark.parametrize("change, path, problem", [
+    (_twice("windows"), "$.windows", "appears twice"),
+    (_twice("planes"), "$.planes", "appears twice"),
+    (_twice("phases"), "$.phases", "appears twice"),
+    (_twice("images"), "$.images", "appears twice"),
+    (_set(["planes", 0, "window"], "nowhere"), "$.planes[0].window", "names no window"),
+    (_set(["globals", 0], "nothing"), "$.globals", "names no plane"),
+    (_set(["phases", 0, "fresh"], ["nothing"]), "$.phases[0]", "names no plane"),
+    (_set(["launches", 0, "image"], "nothing"), "$.launches[0].image", "names no image"),
+    (_set(["launches", 0, "phase"], "nothing"), "$.launches[0].phase", "names no phase"),
+    (_set(["launches", 0, "slots"], []), "$.launches[0].slots", "exactly the arguments"),
+    (_set(["launches", lambda d: _launch_with(d, True), "slots", 0, "offset"], 4), "$.launches[",
+     "does not match argument"),
+    (_set(["launches", lambda d: _launch_with(d, True), "slots", 0, "window"], "nowhere"), "$.launches[",
+     "names no window"),
+    (_set(["launches", 0, "grid"], [3, 1, 1]), "$.launches[0].grid", "launches grid"),
+    (_set(["launches", 0, "block"], 32), "$.launches[0].grid", "launches grid"),
+    (_set(["submissions", 0, "ranges"], [[0, 10 ** 6]]), "$.submissions[0].ranges", "reach launch"),
+    (_set(["submissions", 0, "ranges"], [[0, 1], [0, 1]]), "$.submissions[0].after", "entries for"),
+    (_set(["run", 0, "submission"], 10 ** 4), "$.run[0].submission", "names no submission"),
+    (_set(["run", 1, "after"], [1]), "$.run[1].after", "not an earlier submit step"),
+    (_set(["run", _host_step, "window"], "nowhere"), "$.run[", "names no window"),
+    (_set(["run", _host_step, "plane"], "parameters"), "$.run[", "names no plane of window staging"),
+    (_set(["run", _host_step, "stop"], 0), "$.run[", "at least one byte"),
+])
+def test_every_name_and_count_a_plan_gives_is_checked(small_json, change, path, problem):
+    """Each rule that makes a plan file well formed refuses a file breaking
+    it, on one line naming where."""
+    data = copy.deepcopy(small_json)
+    change(data)
+    assert problem in str(_refused(data, path))
+
+
+def test_a_launch_issued_twice_is_refused(small_json):
+    data = copy.deepcopy(small_json)
+    s = data["submissions"][0]
+    first, count = s["ranges"][0]
+    s["ranges"] = [[first, count], [first, 1]]
+    s["after"] = s["after"] + [[]]
+    assert "twice" in str(_refused(data, "$.submissions[0].ranges"))
