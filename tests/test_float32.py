@@ -65,6 +65,19 @@ def test_rational_square_roots_round_exactly():
     assert f32.root(Fraction(9, 4)) == f32.rational(3, 2)
 
 
+@given(st.integers(0x00800000, 0x7F7FFFFE))
+@settings(max_examples=300, deadline=None)
+def test_square_roots_on_and_beside_a_midpoint(word):
+    """sqrt(x) exactly between two words goes to the even one; a hair
+    either side goes to that side: the brackets straddle the boundary until
+    squaring decides, or they narrow past it."""
+    mid = (f32.value(word) + f32.value(word + 1)) / 2
+    even = word if word % 2 == 0 else word + 1
+    assert f32.root(mid * mid) == even
+    hair = mid * mid / 2 ** 120
+    assert f32.root(mid * mid - hair) == word and f32.root(mid * mid + hair) == word + 1
+
+
 def test_irrational_constants():
     import math
     for word, x in ((f32.sqrt_two_over_pi(), math.sqrt(2 / math.pi)), (f32.log2_e(), 1 / math.log(2)),
