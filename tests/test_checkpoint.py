@@ -137,3 +137,55 @@ def test_metadata_whose_model_digest_is_not_its_configuration_is_refused(tmp_pat
     altered(path, mislabel)
     with pytest.raises(CheckpointError, match="its model digest is not its configuration's"):
         load(path)
+
+
+def _drop(key):
+    return lambda named, metadata: named.pop(key)
+
+
+def _meta(key, value):
+    def change(named, metadata):
+        if value is None:
+            metadata.pop(key)
+        else:
+            metadata[key] = value
+    return change
+
+
+def _retype(key, dtype):
+    def change(named, metadata):
+        named[key] = named[key].astype(dtype)
+    return change
+
+
+def _reshape(key):
+    def change(named, metadata):
+        named[key] = named[key].reshape(-1)[:-1].copy()
+    return change
+
+
+@pytest.mark.parametrize("change, message", [
+    (_drop("first-moments/layer0.down"), "has no tensor first-moments/layer0.down"),
+    (_retype("parameters/embedding", np.float16), r"parameters/embedding is float16\[256, 128\], "
+                                                  r"the model's is float32\[256, 128\]"),
+    (_reshape("second-moments/final-gain"), r"second-moments/final-gain is float32\[127\]"),
+    (_meta("format", "planner-checkpoint/0"), "not a planner checkpoint"),
+    (_meta("config", "{"), "its metadata is damaged"),
+    (_meta("config", '{"shape": {"layers": 0}}'), "its metadata is damaged"),
+    (_meta("step", "ten"), "its metadata is damaged"),
+    (_meta("step", None), "its metadata is damaged"),
+])
+def test_a_damaged_checkpoint_is_refused_on_one_line(tmp_path, change, message):
+    """Each way a checkpoint file can differ from what save writes is
+    refused, with the file and what is wrong."""
+    path = tmp_path / "c.safetensors"
+    save(path, Checkpoint(10, TINY, banks(TINY), ""))
+    altered(path, change)
+    with pytest.raises(CheckpointError, match=f"checkpoint {path}: .*{message}") as info:
+        load(path, TINY)
+    assert "\n" not in str(info.value)
+
+
+def test_banks_of_another_size_are_refused():
+    with pytest.raises(CheckpointError, match="holds .* bytes, not 12"):
+        tensors(TINY, bytes(12))
