@@ -151,3 +151,25 @@ def test_prepare_refuses_an_out_it_cannot_fill(corpus, tmp_path, capsys, make, m
     err = capsys.readouterr().err
     assert err.startswith(f"planner data: --out {out}: {message.format(tmp=tmp_path)}") and err.count("\n") == 1
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def _written(path, text: str):
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: tmp / "missing.txt", "corpus file {tmp}/missing.txt: cannot be read (No such file or directory)"),
+    (lambda tmp: tmp, "corpus file {tmp}: cannot be read (Is a directory)"),
+    (lambda tmp: _written(tmp / "empty.txt", ""), "the corpus is empty"),
+])
+def test_prepare_refuses_a_corpus_it_cannot_read(corpus, tmp_path, capsys, make, message):
+    """A corpus file missing, a directory, or no text at all: one line,
+    exit status 2, and no --out made."""
+    config, _ = corpus
+    text = make(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    assert main(["data", "prepare", str(text), "--out", str(tmp_path / "out"), "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"planner data: {message.format(tmp=tmp_path)}\n"
+    assert sorted(tmp_path.rglob("*")) == before
