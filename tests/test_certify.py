@@ -430,11 +430,27 @@ def test_command_exit_statuses(tmp_path, capsys):
                             f"{tmp_path / 'a-file'} is not a directory\n") and captured.out == ""
 
 
-def test_command_unknown(tmp_path, monkeypatch):
+def test_command_unknown(tmp_path, monkeypatch, capsys):
+    """A solver with no answer: exit status 3 in every format, each saying
+    unknown and none certified; a certificate written of it records the
+    verdict, and checking it later refuses it though the plan proves."""
     good = tmp_path / "good.json"
     good.write_text(dumps(GOOD))
-    monkeypatch.setattr(Prover, "decide", lambda self, query, limit=1: Answer(UNKNOWN, (), "timeout"))
-    assert _certify("--plan", str(good), "--format", "json") == 3
+    store = str(tmp_path / "proofs")
+    with monkeypatch.context() as m:
+        m.setattr(Prover, "decide", lambda self, query, limit=1: Answer(UNKNOWN, (), "timeout"))
+        assert _certify("--plan", str(good), "--format", "json") == 3
+        assert json.loads(capsys.readouterr().out)["verdict"] == UNKNOWN
+        assert _certify("--plan", str(good), "--proofs", store, "--write-proofs") == 3
+        out = capsys.readouterr().out
+        assert "UNKNOWN 1 containment:" in out and "the solver gave no answer (timeout)" in out
+        assert "NOT certified (unknown)" in out and "\ncertified" not in out
+        assert _certify("--plan", str(good), "--format", "sarif") == 3
+        results = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+        assert results and {r["kind"] for r in results} == {"open"}
+        assert {r["level"] for r in results} == {"warning"}
+    assert _certify("--plan", str(good), "--proofs", store, "--check-proofs") == 1
+    assert "records verdict unknown, not pass" in capsys.readouterr().err
 
 
 def test_the_seed_layout_that_fails_at_another_shape_points_to_a_placement(tmp_path, capsys, monkeypatch):
