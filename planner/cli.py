@@ -59,20 +59,18 @@ def read_config(path: str | None) -> Config:
 
 def read_plan(path: str) -> Plan:
     from planner.schedule.plan import loads
-    if path == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            with open(path) as f:
-                text = f.read()
-        except OSError as error:
-            raise InputError(f"plan file {path}: cannot be read ({error.strerror})") from None
-        except UnicodeDecodeError:
-            raise InputError(f"plan file {path}: is not UTF-8 text") from None
+    where = "plan on standard input" if path == "-" else f"plan file {path}"
     try:
-        return loads(text)
+        # bytes, decoded here: standard input's own decoding depends on the locale
+        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as error:
+        raise InputError(f"{where}: cannot be read ({error.strerror})") from None
+    try:
+        return loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: is not UTF-8 text") from None
     except PlanError as error:
-        raise InputError(f"plan {'on standard input' if path == '-' else f'file {path}'}: {error}") from None
+        raise InputError(f"{where}: {error}") from None
 
 
 def plan_from(args: argparse.Namespace) -> Plan:

@@ -24,9 +24,16 @@ def test_cli_round_trip(tmp_path, capsys, monkeypatch):
     import io
     assert main(["plan", "--json"]) == 0
     text = capsys.readouterr().out
-    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
     assert main(["plan", "--load", "-", "--json"]) == 0
     assert capsys.readouterr().out == text
+    # bytes that are not UTF-8, on standard input or in a file, whatever the locale decodes
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"\xff\xfe{"), errors="strict"))
+    assert main(["plan", "--load", "-"]) == 2
+    assert capsys.readouterr().err == "planner plan: plan on standard input: is not UTF-8 text\n"
+    (tmp_path / "binary.json").write_bytes(b'{"schema": "\xff"}')
+    assert main(["plan", "--load", str(tmp_path / "binary.json")]) == 2
+    assert capsys.readouterr().err == f"planner plan: plan file {tmp_path / 'binary.json'}: is not UTF-8 text\n"
     assert main(["plan"]) == 0
     out = capsys.readouterr().out
     assert "parameters: 57,705,472" in out and "coppelius/attention-head" in out
