@@ -177,8 +177,9 @@ __device__ __forceinline__ size_t pair_place(unsigned i) {
 // image waits here, before its first memory access, until the launch before
 // has completed and its writes are visible. (No image triggers its successor
 // early: measured, blocks parked at the wait cost more than they saved.) The
-// machine-code check holds every sm_90 image to this (no global memory access
-// before the wait). Elsewhere the launches of a submission simply follow one
+// machine-code check holds every sm_90 image to this (no global memory access,
+// and no end, before the wait: the launches after one wait for those before it
+// through it). Elsewhere the launches of a submission simply follow one
 // another.
 __device__ __forceinline__ void await_previous_launch() {
 #if __CUDA_ARCH__ >= 900

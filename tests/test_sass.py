@@ -476,19 +476,28 @@ extern "C" __global__ void k_reads_first(float* out, const float* in, int n) {
   if (n > 0) asm volatile("griddepcontrol.wait;" ::: "memory");
   out[threadIdx.x] = 2.0f * x;
 }
+extern "C" __global__ void k_returns_first(float* out, const float* in, int n) {
+  if (threadIdx.x >= n) return;
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  out[threadIdx.x] = 2.0f * in[threadIdx.x];
+}
 """
 
 
-def test_global_memory_before_the_launch_wait_is_named():
+def test_global_memory_or_an_end_before_the_launch_wait_is_named():
     """A launch that may start while the one before it drains must wait
-    (griddepcontrol.wait) before any global access on every path: the first
-    access reached without it is recorded, with the cached verdicts too."""
+    (griddepcontrol.wait) on every path before any global access, and before
+    it ends (the launches after it wait for the one before through it): the
+    first such instruction reached without the wait is recorded, with the
+    cached verdicts too."""
     cubin = _compile(LAUNCH_KERNELS, "sm_90")
     report = check_cubin(cubin, "sm_90")
     verdicts = {k.kernel: k for k in report.kernels}
     assert verdicts["k_waits"].early_access is None
     offset, text = verdicts["k_reads_first"].early_access
     assert text.startswith("LDG")
+    offset, text = verdicts["k_returns_first"].early_access
+    assert text.split()[-1].rstrip(";") == "EXIT" and text.startswith("@")
     assert check_module.Report.from_json(report.to_json()) == report
 
 

@@ -40,8 +40,9 @@ def sass_check(archs: Iterable[str] = ARCHS):
                     violations.append(Violation(NAME, f"image {name} ({arch}): {finding.text()}"))
                 for kernel, (offset, text) in early:
                     violations.append(Violation(NAME, f"image {name} ({arch}): {kernel} reaches {offset:#06x} {text} "
-                                                      f"before griddepcontrol.wait: it may touch memory while the "
-                                                      f"launch before it is still running"))
+                                                      f"before griddepcontrol.wait: it may touch memory, or end, "
+                                                      f"while the launch before it is still running (the launches "
+                                                      f"after it wait for that one through it)"))
                 for u in report.unknowns:
                     unknown.append(f"image {name} ({arch}): {u.describe()}")
         return MachineFindings(tuple(violations), tuple(unknown), attested, fingerprint())

@@ -143,10 +143,11 @@ class KernelVerdict:
     kernel: str
     findings: tuple[Finding, ...]
     unknowns: tuple[Unknown, ...]
-    # the first global-memory instruction a path from the entry reaches
-    # before griddepcontrol.wait (ACQBULK), as (offset, text); None if none
-    # does. Not a hazard of the schedule: what a launch that may start while
-    # the one before it drains must not have (planner.certify.machine).
+    # the first instruction a path from the entry reaches before
+    # griddepcontrol.wait (ACQBULK) that touches global memory or ends the
+    # thread (EXIT, KILL), as (offset, text); None if none does. Not a
+    # hazard of the schedule: what a launch that may start while the one
+    # before it drains must not have (planner.certify.machine).
     early_access: tuple[int, str] | None = None
 
 
@@ -537,18 +538,24 @@ def _solve(solver: z3.Solver, last, produced, candidate: _Candidate) -> _Witness
 GLOBAL_MEMORY = frozenset({"LDG", "STG", "LDGSTS", "LD", "ST", "ATOM", "ATOMG", "RED", "REDG", "SULD", "SUST",
                            "UBLKCP", "UTMALDG", "UTMASTG"})
 LAUNCH_WAIT = "ACQBULK"  # griddepcontrol.wait
+THREAD_ENDS = frozenset({"EXIT", "KILL"})
 
 
 def early_access(ops: list[_Op], flow: ControlFlow) -> tuple[int, str] | None:
-    """The first global-memory instruction (breadth first) some path from the
-    entry reaches without passing griddepcontrol.wait, or None."""
+    """The first instruction (breadth first) some path from the entry reaches
+    without passing griddepcontrol.wait that touches global memory, or that
+    ends the thread: a grid whose threads may all end without waiting can
+    complete before the launch it waits for, and the launches that wait
+    only for it (the plan's edges are reduced: the launch order's
+    happens-before is their transitive closure) would then not wait for
+    that one. None if there is no such path."""
     queue, seen = deque([0]), {0}
     while queue:
         index = queue.popleft()
         instruction = ops[index].instruction
         if instruction.base == LAUNCH_WAIT and ops[index].executes and instruction.guard is None:
             continue
-        if instruction.base in GLOBAL_MEMORY and ops[index].executes:
+        if instruction.base in GLOBAL_MEMORY | THREAD_ENDS and ops[index].executes:
             return instruction.offset, instruction.text
         for successor in flow.successors[index]:
             if successor not in seen:
