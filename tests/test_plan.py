@@ -187,6 +187,22 @@ def test_adamw_pieces_are_the_whole_bank_once(small_plan):
         assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
 
 
+def test_scalars_the_host_rewrites_never_move_a_launchs_bytes(default_plan):
+    """The host rewrites some scalars every step (AdamW's step size and
+    epsilon) in a certified parameter block, and in the instantiated graph:
+    none of them may change what the launch touches or its grid."""
+    rewritten = 0
+    for l in default_plan.launches:
+        img = default_plan.image[l.image]
+        scalars = l.scalars()
+        for name in img.per_step:
+            for word in (0, 1, 0x3F800000, 0x7F800000, 0xFFFFFFFF):
+                other = scalars | {name: word}
+                assert img.extents(other) == img.extents(scalars) and img.grid(other) == img.grid(scalars)
+            rewritten += 1
+    assert rewritten >= 2 * 16
+
+
 def _gradients_read_unwritten(plan, launches) -> list[str]:
     """The launches among `launches` (in issue order; AdamW's left out) that
     read a byte of the gradient bank no earlier one of them wrote."""
