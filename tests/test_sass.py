@@ -493,10 +493,10 @@ def test_global_memory_or_an_end_before_the_launch_wait_is_named():
     cubin = _compile(LAUNCH_KERNELS, "sm_90")
     report = check_cubin(cubin, "sm_90")
     verdicts = {k.kernel: k for k in report.kernels}
-    assert verdicts["k_waits"].early_access is None
-    offset, text = verdicts["k_reads_first"].early_access
+    assert verdicts["k_waits"].before_wait is None
+    offset, text = verdicts["k_reads_first"].before_wait
     assert text.startswith("LDG")
-    offset, text = verdicts["k_returns_first"].early_access
+    offset, text = verdicts["k_returns_first"].before_wait
     assert text.split()[-1].rstrip(";") == "EXIT" and text.startswith("@")
     assert check_module.Report.from_json(report.to_json()) == report
 
@@ -514,7 +514,7 @@ def test_the_plan_refuses_an_image_that_does_not_wait(monkeypatch, tmp_path):
     def early(cubins, arch, cache_dir=None, model=None, workers=2):
         reports = real(cubins, arch, cache_dir, model, workers)
         name = next(iter(reports))
-        kernel = replace(reports[name].kernels[0], early_access=(0x80, "LDG.E R2, desc[UR4][R2.64]"))
+        kernel = replace(reports[name].kernels[0], before_wait=(0x80, "LDG.E R2, desc[UR4][R2.64]"))
         return reports | {name: replace(reports[name], kernels=(kernel,))}
 
     monkeypatch.setattr("planner.certify.sass.check_cubins", early)

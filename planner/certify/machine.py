@@ -32,7 +32,7 @@ def sass_check(archs: Iterable[str] = ARCHS):
                     violations.append(Violation(NAME, f"image {img.name} ({arch}) does not compile: "
                                                       f"{error.reason()}"))
             for name, report in check_cubins(cubins, arch, cache_directory() / "sass").items():
-                early = [(k.kernel, k.early_access) for k in report.kernels if k.early_access is not None]
+                early = [(k.kernel, k.before_wait) for k in report.kernels if k.before_wait is not None]
                 early = early if dependent_launch(arch) else []
                 if report.status == "pass" and not early:
                     attested[f"{name}@{arch}"] = report.sha256

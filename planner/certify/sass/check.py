@@ -148,7 +148,7 @@ class KernelVerdict:
     # thread (EXIT, KILL), as (offset, text); None if none does. Not a
     # hazard of the schedule: what a launch that may start while the one
     # before it drains must not have (planner.certify.machine).
-    early_access: tuple[int, str] | None = None
+    before_wait: tuple[int, str] | None = None
 
 
 # -- the code in arrays ----------------------------------------------------------
@@ -538,10 +538,11 @@ def _solve(solver: z3.Solver, last, produced, candidate: _Candidate) -> _Witness
 GLOBAL_MEMORY = frozenset({"LDG", "STG", "LDGSTS", "LD", "ST", "ATOM", "ATOMG", "RED", "REDG", "SULD", "SUST",
                            "UBLKCP", "UTMALDG", "UTMASTG"})
 LAUNCH_WAIT = "ACQBULK"  # griddepcontrol.wait
-THREAD_ENDS = frozenset({"EXIT", "KILL"})
+# what no path may reach before the wait: global memory, and the thread's end
+WAITED_FOR = GLOBAL_MEMORY | {"EXIT", "KILL"}
 
 
-def early_access(ops: list[_Op], flow: ControlFlow) -> tuple[int, str] | None:
+def before_wait(ops: list[_Op], flow: ControlFlow) -> tuple[int, str] | None:
     """The first instruction (breadth first) some path from the entry reaches
     without passing griddepcontrol.wait that touches global memory, or that
     ends the thread: a grid whose threads may all end without waiting can
@@ -555,7 +556,7 @@ def early_access(ops: list[_Op], flow: ControlFlow) -> tuple[int, str] | None:
         instruction = ops[index].instruction
         if instruction.base == LAUNCH_WAIT and ops[index].executes and instruction.guard is None:
             continue
-        if instruction.base in GLOBAL_MEMORY | THREAD_ENDS and ops[index].executes:
+        if instruction.base in WAITED_FOR and ops[index].executes:
             return instruction.offset, instruction.text
         for successor in flow.successors[index]:
             if successor not in seen:
@@ -600,7 +601,7 @@ def check_function(function: Function, model: ArchModel) -> KernelVerdict:
             if witness.holds is False:
                 reason = f"{candidate.kind} path not confirmed: {reason}"
             unknowns.append(Unknown(function.name, arch, consumer.offset, consumer.text, reason))
-    return KernelVerdict(function.name, tuple(findings), tuple(unknowns), early_access(ops, flow))
+    return KernelVerdict(function.name, tuple(findings), tuple(unknowns), before_wait(ops, flow))
 
 
 def _finding(
@@ -665,7 +666,7 @@ class Report:
                     "kernel": k.kernel,
                     "findings": [asdict(f) for f in k.findings],
                     "unknowns": [asdict(u) for u in k.unknowns],
-                    "early_access": k.early_access,
+                    "before_wait": k.before_wait,
                 }
                 for k in self.kernels
             ],
@@ -680,7 +681,7 @@ class Report:
         kernels = tuple(
             KernelVerdict(
                 k["kernel"], tuple(finding(f) for f in k["findings"]), tuple(Unknown(**u) for u in k["unknowns"]),
-                tuple(k["early_access"]) if k["early_access"] is not None else None,
+                tuple(k["before_wait"]) if k["before_wait"] is not None else None,
             )
             for k in data["kernels"]
         )
