@@ -50,6 +50,7 @@ import torch
 
 from planner.bench import batches_argument, matmul_operands, plan_step_ms, same_result, torch_graph_us, torch_half
 from planner.kernels import manifest
+from planner.certify.machine import unwaited
 from planner.certify.sass import check_cubin
 from planner.files import written_whole
 from planner.kernels.manifest import (ARCHS, HEADS_CONSTANTS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES,
@@ -131,10 +132,11 @@ def precompile(all_shapes: list[tuple], arch: str, only: set[int] | None = None)
 
 def admitted(img, cubin: bytes, arch: str) -> bool:
     """The image uses no local memory (`spills_beside_copies` aside) and its
-    machine code passes the certificate's schedule check (a refused image
-    would refuse the plan)."""
+    machine code passes the certificate's check: the schedule, and the wait
+    for the launch before (a refused image would refuse the plan)."""
+    report = check_cubin(cubin, arch)
     return ((kernel_info(cubin).frame_bytes == 0 or spills_beside_copies(img, arch))
-            and check_cubin(cubin, arch).status == "pass")
+            and report.status == "pass" and not unwaited(report, arch))
 
 
 def fits(shape: tuple, row: dict, tile: str) -> bool:

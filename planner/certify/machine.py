@@ -14,6 +14,15 @@ from planner.schedule.plan import Plan
 NAME = "machine-code"
 
 
+def unwaited(report, arch: str) -> list[tuple[str, tuple[int, str]]]:
+    """The kernels of a cubin's report that may touch memory, or end, before
+    griddepcontrol.wait, where launches start while those before drain
+    (sm_90 on): (kernel, (offset, instruction)). Such a cubin is refused."""
+    if not dependent_launch(arch):
+        return []
+    return [(k.kernel, k.before_wait) for k in report.kernels if k.before_wait is not None]
+
+
 def sass_check(archs: Iterable[str] = ARCHS):
     """A machine-code check (property 6) for `archs`."""
     archs = tuple(dict.fromkeys(archs))
@@ -32,8 +41,7 @@ def sass_check(archs: Iterable[str] = ARCHS):
                     violations.append(Violation(NAME, f"image {img.name} ({arch}) does not compile: "
                                                       f"{error.reason()}"))
             for name, report in check_cubins(cubins, arch, cache_directory() / "sass").items():
-                early = [(k.kernel, k.before_wait) for k in report.kernels if k.before_wait is not None]
-                early = early if dependent_launch(arch) else []
+                early = unwaited(report, arch)
                 if report.status == "pass" and not early:
                     attested[f"{name}@{arch}"] = report.sha256
                 for finding in report.findings:
