@@ -41,6 +41,22 @@ class Unreadable(ValueError):
     """Why a file could not be read as JSON, in words for its reader."""
 
 
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise Unreadable(f"names {key!r} twice in one object")
+        out[key] = value
+    return out
+
+
+def parse_json(text: str) -> Any:
+    """json.loads, refusing an object that names a key twice: JSON leaves
+    that open and Python keeps the last silently, so one of two settings a
+    person wrote would be dropped unseen."""
+    return json.loads(text, object_pairs_hook=_unique)
+
+
 def read_json(path: str | Path) -> Any:
     """The value of a JSON file, or Unreadable: it cannot be read, is not
     UTF-8 text, or is not JSON."""
@@ -51,6 +67,6 @@ def read_json(path: str | Path) -> Any:
     except UnicodeDecodeError:
         raise Unreadable("is not UTF-8 text") from None
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as error:
         raise Unreadable(f"is not JSON ({error.msg} at line {error.lineno})") from None

@@ -172,6 +172,7 @@ def _reshape(key):
     (_meta("format", "planner-checkpoint/0"), "not a planner checkpoint"),
     (_meta("config", "{"), "its metadata is damaged"),
     (_meta("config", '{"shape": {"layers": 0}}'), "its metadata is damaged"),
+    (_meta("config", '{"shape": {}, "shape": {}}'), r"its metadata is damaged \(names 'shape' twice"),
     (_meta("step", "ten"), "its metadata is damaged"),
     (_meta("step", None), "its metadata is damaged"),
 ])

@@ -38,6 +38,7 @@ def test_a_failed_write_leaves_the_old_file_and_nothing_else(tmp_path, durable):
     (None, "cannot be read (No such file or directory)"),
     (b"\xf5\x00\xff{", "is not UTF-8 text"),
     (b'{"a": 1,\n', "is not JSON (Expecting property name enclosed in double quotes at line 2)"),
+    (b'{"a": {"b": 1, "c": 2, "b": 3}}', "names 'b' twice in one object"),
 ])
 def test_a_json_file_that_cannot_be_read_says_why(tmp_path, content, reason):
     """The configuration, a report, measured peaks and the stored

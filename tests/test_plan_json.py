@@ -160,6 +160,16 @@ def test_sizes_are_bounded_before_arithmetic(small_json):
     _refused(data, "$.launches[0].grid")
 
 
+def test_a_key_named_twice_is_refused(small_plan):
+    """Of two values for one key Python keeps the last, silently: a plan
+    file naming a key twice in an object is refused instead."""
+    text = dumps(small_plan)
+    doubled = text.replace('"schema":', '"layout": "placed", "schema":', 1)
+    assert doubled != text
+    with pytest.raises(PlanError, match="names 'layout' twice in one object"):
+        loads(doubled)
+
+
 def test_truncated_and_malformed_text():
     for text in ("", "{", "[1, 2", '{"schema": "planner-plan/3"}', "null", "[" * 100000):
         with pytest.raises(PlanError):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from planner.files import written_whole
+from planner.files import parse_json, written_whole
 from planner.model.config import Config, ConfigError, from_dict, to_dict
 from planner.schedule.arena import Entry, entries
 from planner.schedule.launches import CHECKPOINT_BANKS
@@ -128,7 +128,7 @@ def load(path: Path, config: Config | None = None) -> Checkpoint:
     if metadata.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {path}: not a planner checkpoint (format {metadata.get('format')!r})")
     try:
-        stored = from_dict(json.loads(metadata["config"]))
+        stored = from_dict(parse_json(metadata["config"]))
         step = int(metadata["step"])
     except (KeyError, ValueError, ConfigError) as error:
         raise CheckpointError(f"checkpoint {path}: its metadata is damaged ({error})") from None

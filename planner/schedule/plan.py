@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterator
 
+from planner.files import Unreadable, parse_json
 from planner.kernels.manifest import (POINTER, READ, READ_WRITE, WRITE, Image, ImageError, image)
 from planner.model.config import MAX_BYTES, ConfigError, from_dict
 
@@ -459,9 +460,11 @@ def from_json(data: Any) -> Plan:
 
 def loads(text: str) -> Plan:
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except json.JSONDecodeError as error:
         raise PlanError("$", f"is not JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+    except Unreadable as error:
+        raise PlanError("$", str(error)) from None
     except RecursionError:
         raise PlanError("$", "is nested too deeply") from None
     return from_json(data)
