@@ -59,7 +59,7 @@ def parse_json(text: str) -> Any:
 
 def read_json(path: str | Path) -> Any:
     """The value of a JSON file, or Unreadable: it cannot be read, is not
-    UTF-8 text, or is not JSON."""
+    UTF-8 text, is not JSON, or names a key twice in an object."""
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except OSError as error:

@@ -5,16 +5,19 @@ attested cubins."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from planner.certify.findings import MachineFindings, Violation
 from planner.kernels.manifest import ARCHS, dependent_launch
 from planner.schedule.plan import Plan
 
+if TYPE_CHECKING:   # for the annotation: `check` imports the SASS package when it runs
+    from planner.certify.sass.check import Report
+
 NAME = "machine-code"
 
 
-def unwaited(report, arch: str) -> list[tuple[str, tuple[int, str]]]:
+def unwaited(report: Report, arch: str) -> list[tuple[str, tuple[int, str]]]:
     """The kernels of a cubin's report that may touch memory, or end, before
     griddepcontrol.wait, where launches start while those before drain
     (sm_90 on): (kernel, (offset, instruction)). Such a cubin is refused."""
