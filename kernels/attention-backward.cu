@@ -19,7 +19,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
   await_previous_launch();
   const WalkPlace block = walk_place<KV_HEADS>();  // every block's walks are as long: any order
   const int tile = block.rank, g = block.head, b = block.batch;
-  const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
+  const int part = part_of(threadIdx.x), thread = threadIdx.x % PART_THREADS;
   HALF* const stages = part_stages<PART_HALVES, true>(part);
   const Inputs in{q, k, v, d_out, log_sum_exp, row_terms, cosine, sine, stream_scale, score_scale};
   key_walk(in, d_k, d_v, stages, tile, g, b, part, thread);

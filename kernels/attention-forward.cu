@@ -24,7 +24,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
   // the last query tile walks every key tile: the longest walks first
   const WalkPlace block = walk_place();
   const int tile = TILES - 1 - block.rank, h = block.head, b = block.batch, g = h / GROUP;
-  const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
+  const int part = part_of(threadIdx.x), thread = threadIdx.x % PART_THREADS;
   const int warp = thread >> 5, lane = thread & 31;
   const size_t kv_plane = static_cast<size_t>(b * KV_HEADS + g) * SEQ * HEAD;
   // the part's stages: keys of buffer 0 and 1, then values of buffer 0 and 1

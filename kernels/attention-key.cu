@@ -10,7 +10,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
       const float* __restrict__ sine, float stream_scale, float score_scale) {
   await_previous_launch();
   const WalkPlace block = walk_place<KV_HEADS>();
-  const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
+  const int part = part_of(threadIdx.x), thread = threadIdx.x % PART_THREADS;
   key_walk({q, k, v, d_out, log_sum_exp, row_terms, cosine, sine, stream_scale, score_scale}, d_k, d_v,
            part_stages<KEY_HALVES, true>(part), block.rank, block.head, block.batch, part, thread);
 }

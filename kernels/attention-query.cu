@@ -12,7 +12,7 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
       float score_scale) {
   await_previous_launch();
   const WalkPlace block = walk_place<HEADS>();
-  const int part = threadIdx.x / PART_THREADS, thread = threadIdx.x % PART_THREADS;
+  const int part = part_of(threadIdx.x), thread = threadIdx.x % PART_THREADS;
   query_walk({q, k, v, d_out, log_sum_exp, row_terms, cosine, sine, stream_scale, score_scale}, d_q,
              part_stages<QUERY_HALVES>(part), TILES - 1 - block.rank, block.head, block.batch, part, thread);
 }

@@ -31,6 +31,14 @@
 constexpr int PART_THREADS = 128;  // four warps of 16 rows
 constexpr int THREADS = PART_THREADS * PARTS;
 static_assert(BLOCK == THREADS, "PARTS parts of four warps");
+
+// The part a thread of the block is in: 0 at compile time where the block is
+// one part, so that a part's stages, the tiles in them and the products'
+// descriptors are uniform registers (threadIdx.x / 128 is not, to the
+// compiler: every descriptor went through vector registers, then R2UR; the
+// key walk's step 484 -> 445 instructions, the query walk's 363 -> 340, the
+// forward's 358 -> 347)
+__device__ __forceinline__ int part_of(unsigned thread) { return PARTS == 1 ? 0 : thread / PART_THREADS; }
 constexpr int TILE = 64;           // queries or keys a block takes, and a tile's rows
 constexpr int HEAD = 64;           // a head's columns
 constexpr int GROUP = HEADS / KV_HEADS;  // query heads a K/V head serves
