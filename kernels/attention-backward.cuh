@@ -116,12 +116,12 @@ __device__ __forceinline__ void key_walk(const Inputs& in, HALF* d_k, HALF* d_v,
     begin_step(part);
     const bool diagonal = now.tile == 0;
     advance(now, PARTS);
-    if (n + 1 < walk) copy_step(n + 1, now);
     const int buffer = n & 1;
 
     float s[8][4], dp[8][4];
     multiply_rows(s, fk, stages.queries[buffer]);     // S^T = K Q^T
     multiply_rows(dp, fv, stages.gradients[buffer]);  // dP^T = V dO^T
+    if (n + 1 < walk) copy_step(n + 1, now);  // issued while S^T and dP^T are formed
     await_products();
     if (diagonal) mask_diagonal<true>(s, warp, lane);  // the head's first query tile
     // element (key 16 warp + lane / 4 + 8 (e / 2), query 8 c + 2 (lane % 4) + e % 2)
@@ -198,13 +198,13 @@ __device__ __forceinline__ void query_walk(const Inputs& in, HALF* d_q, HALF* st
     // whose buffers the copy of tile i + 1 (overlapping this tile's work) takes
     // (tile i - 1's dQ, in flight until here, has read its keys)
     begin_step(part);
-    if (i + 1 < walk) copy_pair(i + 1);
     const int j = part + i * PARTS;
     const HALF* keys = stages + (i & 1) * TILE_HALVES;
 
     float s[8][4], dp[8][4];
     multiply_rows(s, fq, keys);                                    // S = Q K^T
     multiply_rows(dp, fdo, stages + (2 + (i & 1)) * TILE_HALVES);  // dP = dO V^T
+    if (i + 1 < walk) copy_pair(i + 1);  // issued while S and dP are formed
     await_products();
     if (j == tile) mask_diagonal<false>(s, warp, lane);  // the part's last tile (in one part)
 #pragma unroll

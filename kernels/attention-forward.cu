@@ -58,11 +58,11 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     // whose buffers the copy of tile i + 1 (overlapping this tile's work) takes
     // (tile i - 1's P V, in flight until here, has read its values)
     begin_step(part);
-    if (i + 1 < walk) copy_pair(i + 1);
     const int j = part + i * PARTS;
 
     float s[8][4];
     multiply_rows(s, fq, stages + (i & 1) * TILE_HALVES);
+    if (i + 1 < walk) copy_pair(i + 1);  // issued while the scores are formed
     await_products();
 
     if (j == tile) mask_diagonal<false>(s, warp, lane);  // the part's last tile (in one part)
