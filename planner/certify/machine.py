@@ -44,12 +44,12 @@ def sass_check(archs: Iterable[str] = ARCHS):
                     violations.append(Violation(NAME, f"image {img.name} ({arch}) does not compile: "
                                                       f"{error.reason()}"))
             for name, report in check_cubins(cubins, arch, cache_directory() / "sass").items():
-                early = unwaited(report, arch)
-                if report.status == "pass" and not early:
+                waits_late = unwaited(report, arch)
+                if report.status == "pass" and not waits_late:
                     attested[f"{name}@{arch}"] = report.sha256
                 for finding in report.findings:
                     violations.append(Violation(NAME, f"image {name} ({arch}): {finding.text()}"))
-                for kernel, (offset, text) in early:
+                for kernel, (offset, text) in waits_late:
                     violations.append(Violation(NAME, f"image {name} ({arch}): {kernel} reaches {offset:#06x} {text} "
                                                       f"before griddepcontrol.wait: it may touch memory, or end, "
                                                       f"while the launch before it is still running (the launches "
