@@ -174,3 +174,25 @@ def test_a_seed_plane_named_in_a_report_is_found(small_plan):
     pic = picture(small_plan, marks=[Mark("logits", "qkv", 0)])
     assert pic.named("logits") and pic.named("qkv")
     assert pic.named("no-such-plane") == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--out", "{tmp}/arena.gif"], "planner explain: --out {tmp}/arena.gif: the picture is written as .png, .svg"),
+    (["--window", "nowhere"], "planner explain: --window nowhere: the plan has windows arena"),
+    (["--positions", "3"], "planner explain: --positions 3: must be FIRST:LAST (integers)"),
+    (["--positions", "a:b"], "planner explain: --positions a:b: must be FIRST:LAST (integers)"),
+    (["--positions", "1:2:3"], "planner explain: --positions 1:2:3: must be FIRST:LAST (integers)"),
+    (["--positions", "5:2"], "planner explain: --positions 5:2: must have 0 <= FIRST <= LAST"),
+    (["--positions=-1:2"], "planner explain: --positions -1:2: must have 0 <= FIRST <= LAST"),
+    (["--check"], "planner explain: --check draws a placed plan's live overlaps; this plan is not placed"),
+    (["--out", "{tmp}/nowhere/arena.svg"], "planner explain: --out {tmp}/nowhere/arena.svg: cannot be written"),
+])
+def test_planner_explain_refuses_bad_input_in_one_line(tmp_path, capsys, args, message):
+    config = tmp_path / "small.json"
+    config.write_text(json.dumps(to_dict(SMALL)))
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    out = [] if "--out" in args else ["--out", str(tmp_path / "arena.svg")]
+    assert cli.main(["explain", "--config", str(config), *out, *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message.replace("{tmp}", str(tmp_path))) and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.json"]   # nothing drawn

@@ -304,3 +304,19 @@ def test_the_table_has_a_column_for_measured_peaks(small_plan, small_placed):
     assert "PyTorch" not in format_table([row])
     data = table_json([row])[0]
     assert data["load"] == small_placed.load and data["arena_placed"] < data["arena_seed"]
+
+
+@pytest.mark.parametrize("text, message", [
+    (None, "cannot be read (No such file or directory)"),
+    ('{"small": 1', "is not JSON"),
+    ('[1, 2]', "must be an object {configuration name: bytes}"),
+    ('{"small": 1.5}', "must be an object {configuration name: bytes}"),
+    ('{"small": true}', "must be an object {configuration name: bytes}"),
+])
+def test_the_tables_peaks_file_is_refused_before_any_plan_is_placed(tmp_path, capsys, text, message):
+    peaks = tmp_path / "peaks.json"
+    if text is not None:
+        peaks.write_text(text)
+    assert cli.main(["place", "--table", "--peaks", str(peaks)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"planner place: peaks file {peaks}: {message}") and err.count("\n") == 1
