@@ -85,7 +85,10 @@ def test_nanogpt_raw_shards(tmp_path):
     (lambda d: (d / "train.bin").write_bytes(b"\x01\x02\x03"), "odd size"),
     (lambda d: (d / "train.bin").write_bytes(np.array([MAGIC, 1, 99] + [0] * 253, "<i4").tobytes() + b"\0\0"),
      "header says 99 tokens"),
+    (lambda d: (d / "train.bin").write_bytes(np.array([MAGIC, 2, 1] + [0] * 253, "<i4").tobytes() + b"\0\0"),
+     "llm.c shard version 2, only version 1 \\(uint16\\) is read"),
     (lambda d: np.zeros(10, np.uint16).tofile(d / "train.bin"), "a step needs"),
+    (lambda d: np.zeros(60, np.uint16).tofile(d / "train.bin"), "too few tokens to hold out a validation split \\(60\\)"),
 ])
 def test_bad_data_is_named(tmp_path, make, message):
     make(tmp_path)
@@ -173,3 +176,9 @@ def test_prepare_refuses_a_corpus_it_cannot_read(corpus, tmp_path, capsys, make,
     err = capsys.readouterr().err
     assert err == f"planner data: {message.format(tmp=tmp_path)}\n"
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_token_past_uint16_is_refused_and_no_shard_written(tmp_path):
+    with pytest.raises(DataError, match="train.bin: token 65536 does not fit uint16"):
+        write_shard(tmp_path / "train.bin", np.array([1, 65536], np.int64))
+    assert list(tmp_path.iterdir()) == []
