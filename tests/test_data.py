@@ -182,3 +182,10 @@ def test_a_token_past_uint16_is_refused_and_no_shard_written(tmp_path):
     with pytest.raises(DataError, match="train.bin: token 65536 does not fit uint16"):
         write_shard(tmp_path / "train.bin", np.array([1, 65536], np.int64))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stream_shorter_than_a_sequence_and_its_target_is_refused():
+    tokens = np.arange(66, dtype=np.uint16)   # a sequence of 64, its targets one further, and one to start at
+    Batches(tokens, 2, 64, 7)
+    with pytest.raises(DataError, match="the token stream has 65 tokens; windows of 65 drawn from it need at least 66"):
+        Batches(tokens[:65], 2, 64, 7)

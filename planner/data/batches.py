@@ -24,8 +24,11 @@ class Batches:
     seed: int
 
     def __post_init__(self) -> None:
+        # a window is seq + 1 tokens (the sequence and its targets), drawn at
+        # starts below len - seq - 1: at least one start takes seq + 2 tokens
         if len(self.tokens) < self.seq + 2:
-            raise DataError(f"the token stream has {len(self.tokens)} tokens; a sequence needs {self.seq + 1}")
+            raise DataError(f"the token stream has {len(self.tokens)} tokens; windows of {self.seq + 1} "
+                            f"drawn from it need at least {self.seq + 2}")
 
     def __call__(self, step: int) -> tuple[np.ndarray, np.ndarray]:
         """(ids, targets) for `step`, each [batch][seq], int32."""
