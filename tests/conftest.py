@@ -1,15 +1,18 @@
 """Shared fixtures: the default plan and a small plan, built once per run;
-random shapes for property tests."""
+random shapes for property tests; the small configuration as a file, and the
+check of a command's refusal (one line, exit 2)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hypothesis import strategies as st
 
-from planner.model.config import DEFAULT, Shape
+from planner import cli
+from planner.model.config import DEFAULT, Shape, to_dict
 from planner.schedule import build_plan
 
 SEEDS = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
@@ -65,3 +68,20 @@ def seed_text(name: str) -> str:
     if not matches:
         pytest.skip(f"seed {name} is not beside the repository")
     return matches[0].read_text()
+
+
+@pytest.fixture
+def small_config(tmp_path) -> Path:
+    """The small configuration as a file."""
+    config = tmp_path / "small.json"
+    config.write_text(json.dumps(to_dict(SMALL)))
+    return config
+
+
+def refused(capsys, tmp_path, argv: list[str], message: str) -> None:
+    """`planner argv` (each "{tmp}" standing for tmp_path) exits 2 with one
+    line on standard error, which begins with `message` ("{tmp}" too)."""
+    fill = lambda text: text.replace("{tmp}", str(tmp_path))
+    assert cli.main([fill(a) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(fill(message)) and err.count("\n") == 1

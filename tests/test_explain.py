@@ -18,7 +18,7 @@ from planner.place.problem import problem
 from planner.place.relocate import relocate
 from planner.schedule.explain import Mark, ReportError, picture, read_report, render
 from planner.schedule.plan import dumps
-from tests.conftest import SMALL
+from tests.conftest import SMALL, refused
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -187,12 +187,7 @@ def test_a_seed_plane_named_in_a_report_is_found(small_plan):
     (["--check"], "planner explain: --check draws a placed plan's live overlaps; this plan is not placed"),
     (["--out", "{tmp}/nowhere/arena.svg"], "planner explain: --out {tmp}/nowhere/arena.svg: cannot be written"),
 ])
-def test_planner_explain_refuses_bad_input_in_one_line(tmp_path, capsys, args, message):
-    config = tmp_path / "small.json"
-    config.write_text(json.dumps(to_dict(SMALL)))
-    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    out = [] if "--out" in args else ["--out", str(tmp_path / "arena.svg")]
-    assert cli.main(["explain", "--config", str(config), *out, *args]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(message.replace("{tmp}", str(tmp_path))) and err.count("\n") == 1
+def test_planner_explain_refuses_bad_input_in_one_line(tmp_path, capsys, small_config, args, message):
+    out = [] if "--out" in args else ["--out", "{tmp}/arena.svg"]
+    refused(capsys, tmp_path, ["explain", "--config", str(small_config), *out, *args], message)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["small.json"]   # nothing drawn

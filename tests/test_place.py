@@ -24,7 +24,7 @@ from planner.place.search import improve
 from planner.place.table import Row, format_table, table_json, verify
 from planner.schedule import build_plan
 from planner.schedule.plan import SUBMIT, dumps, loads
-from tests.conftest import SMALL, shapes
+from tests.conftest import SMALL, refused, shapes
 
 # Small enough to train on the CPU references in a second or two.
 TINY = replace(DEFAULT, shape=Shape(layers=1, width=128, heads=2, kv_heads=1, ffn=128, vocab=256, seq=64, batch=2),
@@ -287,13 +287,8 @@ def test_planner_place_writes_a_plan_that_reads_back(tmp_path, monkeypatch, caps
     (["--budget", "inf"], "planner place: --budget inf: must be a finite number of seconds"),
     (["--out", "{tmp}/nowhere/placed.json"], "planner place: --out {tmp}/nowhere/placed.json: cannot be written"),
 ])
-def test_planner_place_refuses_bad_input_in_one_line(tmp_path, capsys, args, message):
-    config = tmp_path / "small.json"
-    config.write_text(json.dumps(to_dict(SMALL)))
-    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    assert cli.main(["place", "--config", str(config), "--budget", "1", *args]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(message.replace("{tmp}", str(tmp_path))) and err.count("\n") == 1
+def test_planner_place_refuses_bad_input_in_one_line(tmp_path, capsys, small_config, args, message):
+    refused(capsys, tmp_path, ["place", "--config", str(small_config), "--budget", "1", *args], message)
     assert not (tmp_path / "nowhere").exists()
 
 
@@ -317,6 +312,5 @@ def test_the_tables_peaks_file_is_refused_before_any_plan_is_placed(tmp_path, ca
     peaks = tmp_path / "peaks.json"
     if text is not None:
         peaks.write_text(text)
-    assert cli.main(["place", "--table", "--peaks", str(peaks)]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"planner place: peaks file {peaks}: {message}") and err.count("\n") == 1
+    refused(capsys, tmp_path, ["place", "--table", "--peaks", str(peaks)],
+            f"planner place: peaks file {peaks}: {message}")
