@@ -106,21 +106,20 @@ def test_the_stepped_plan_takes_the_given_tile_for_the_shape_only():
         tile_sweep.batch_of(key, [8])
 
 
-def test_a_tile_whose_image_does_not_wait_for_the_launch_before_is_not_admitted(monkeypatch):
+def test_a_tile_whose_image_does_not_wait_for_the_launch_before_is_not_admitted(monkeypatch, default_plan):
     """On sm_90, where a launch starts while the one before drains, an image
     that may touch memory or end before griddepcontrol.wait refuses the plan,
     so the sweep never chooses it; sm_86 has no such wait."""
     from dataclasses import replace
     from planner.runtime.nvrtc import compile_image
-    from planner.schedule import build_plan
-    from planner.model.config import DEFAULT
-    img = next(i for i in build_plan(DEFAULT).images if i.family == "tiled-add")
+    img = next(i for i in default_plan.images if i.family == "tiled-add")
     real = tile_sweep.check_cubin
 
     def ends_first(cubin, arch):
         report = real(cubin, arch)
         kernel = replace(report.kernels[0], before_wait=(0x40, "@P0 EXIT"))
         return replace(report, kernels=(kernel,))
+
     for arch in ("sm_86", "sm_90"):
         assert tile_sweep.admitted(img, compile_image(img, arch), arch)
     monkeypatch.setattr(tile_sweep, "check_cubin", ends_first)
