@@ -168,18 +168,21 @@ def _layernorm_backward_extents(c: Constants, s: Scalars) -> dict[str, int]:
 _SLAB_ROWS = 64
 
 
-def _product_shared(c: Constants) -> int:
+def _product_shared(c: Constants, gated: bool = False) -> int:
     """Each K group's ring of stages; the later groups' (or a cluster's later
     blocks') accumulators reuse it. With WGMMA 2 and 3 one ring, then each
     stage's full and empty mbarriers, then (K groups taking the steps in
     turn) the second group's sums, beside the ring the walk goes on with, or
-    (TENSOR_STORE) each multiplying warpgroup's slab of C."""
+    (TENSOR_STORE) each multiplying warpgroup's slab of C: its 64 rows of a
+    binary32 C, or of a gated product's three boxes of 64 halves (the up,
+    the gate, their activation), which a wider tile fills in passes."""
     tile_sums = c["block_m"] * c["block_n"] * 4
     ring = c["stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * HALF_BYTES
     if c["wgmma"] >= 2:
         barriers = 2 * c["stages"] * 8 + (2 * 8 if _staged_r(c) else 0)
         if c["tensor_store"]:  # each multiplying warpgroup's slab of C, 1024-byte aligned (the swizzle's period)
-            slabs = c["warps_m"] * c["warps_n"] // 4 * _SLAB_ROWS * c["block_n"] * 4
+            slab = 3 * _SLAB_ROWS * 64 * HALF_BYTES if gated else _SLAB_ROWS * c["block_n"] * 4
+            slabs = c["warps_m"] * c["warps_n"] // 4 * slab
             return -(-(ring + barriers) // 1024) * 1024 + slabs
         return max(ring, tile_sums if c["k_blocks"] > 1 else 0) + barriers + (c["k_groups"] - 1) * tile_sums
     return max(c["k_groups"] * ring, max(c["k_groups"] - 1, int(c["k_blocks"] > 1)) * tile_sums)
@@ -202,6 +205,10 @@ def _row_sums_shared(c: Constants) -> int:
     otherwise they reuse the ring."""
     split = c["block_n"] // c["warps_n"] < 64
     return c["warps_n"] * c["block_m"] * 4 if split and c["wgmma"] >= 2 else 0
+
+
+def _gated_product_shared(c: Constants) -> int:
+    return _product_shared(c, gated=True)
 
 
 def _heads_product_shared(c: Constants) -> int:
@@ -448,7 +455,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     # takes no launch of its own, nor a reading of C
     Family("tiled-gated", _args("c:w gated:w a:r b:r sqrt_two_over_pi:f32 cubic:f32 half:f32 one:f32"),
            _product_block, _product_grid, _gated_product_extents,
-           registers=255, shared=_product_shared, source="tiled", constants=_PRODUCT_CONSTANTS),
+           registers=255, shared=_gated_product_shared, source="tiled", constants=_PRODUCT_CONSTANTS),
     # the queries, keys and values with the rotary turn in the epilogue
     # (kernels/tiled.cu, ROPE), stored by head: the seed's qk-rope takes no
     # launch of its own, nor a reading of C
@@ -632,7 +639,7 @@ class Tile:
         """The shared memory a product's block takes with this tile (a
         heads product's more: `_row_sums_shared`)."""
         c = vars(self)  # the image's constants a tile gives (asdict's deep copy took half of planning)
-        return _heads_product_shared(c) if output == "heads" else _product_shared(c)
+        return _heads_product_shared(c) if output == "heads" else _product_shared(c, gated=output == "gated")
 
 
 # block M x block N x stages, warps along M x N: the seed's candidates 0..7,
@@ -651,7 +658,10 @@ class Tile:
 # while it is written; 65 tile 45 with K split across a cluster's two
 # blocks, a block per tile and half of K as 47..51, its deep ring for the
 # long K of the logits' data gradient; 66 a walking tile of 128 x 256,
-# m64n256k16 products, which asks L2 for fewer bytes a product than 128 x 128)
+# m64n256k16 products, which asks L2 for fewer bytes a product than 128 x 128;
+# 67 a walking tile of 128 x 256 whose gated C and activation go through
+# shared memory (as 59's of 128 x 128), in two passes of 64 columns a half,
+# and three stages, so that the slabs fit beside the ring)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
@@ -687,6 +697,7 @@ TILE_CANDIDATES = (
     Tile(64, 128, 8, 2, 2, block_k=64, wgmma=2, tensor_store=1),
     Tile(64, 128, 8, 2, 2, block_k=64, wgmma=2, k_blocks=2),
     Tile(128, 256, 4, 2, 4, block_k=64, wgmma=2),
+    Tile(128, 256, 3, 2, 4, block_k=64, wgmma=2, tensor_store=1),
 )
 # Shared memory a block may take where no tiles table says otherwise: every
 # card the images serve has it (sm_86's opt-in limit).
@@ -715,11 +726,11 @@ def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None
 
 def spills_beside_copies(img: Image, arch: str) -> bool:
     """Whether the image's machine code may take local memory on `arch`: a
-    walk of 256 columns (tile 66) built for a card before sm_90. Its 128 sums
-    a thread beside the copying warpgroup take more registers than such a
-    card leaves a thread of the block (168), and only sm_90 on can hand the
-    copying warpgroup's registers over (setmaxnreg). Every other image takes
-    none, on every card; this one none on sm_90."""
+    walk of 256 columns (tiles 66, 67) built for a card before sm_90. Its
+    128 sums a thread beside the copying warpgroup take more registers than
+    such a card leaves a thread of the block (168), and only sm_90 on can
+    hand the copying warpgroup's registers over (setmaxnreg). Every other
+    image takes none, on every card; these none on sm_90."""
     c = img.constant_map
     return arch != "sm_90" and c.get("wgmma") == 2 and c.get("block_n") == 256
 
@@ -727,8 +738,8 @@ def spills_beside_copies(img: Image, arch: str) -> bool:
 def _stages_gated(t: Tile) -> bool:
     """A tile whose tensor copies store a gated product's C and activation:
     the walk of WGMMA 2 (each warpgroup 64 rows of every tile), each half of
-    the tile one box of 64 columns."""
-    return t.wgmma == 2 and t.block_n == 128
+    the tile whole boxes of 64 columns."""
+    return t.wgmma == 2 and t.block_n % 128 == 0
 
 
 # Without a recorded choice: the seed's four-stage tiles, largest first, are

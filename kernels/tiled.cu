@@ -373,7 +373,7 @@ static_assert(RESIDUAL == 0, "tiled adds no residual");
 // registers, the stores' time added to the products' (rr-m8192-n12288-k512
 // on the H200, alone: 241 us, 152 with no store at all). Other cards store
 // from the registers.
-static_assert(!TENSOR_STORE || (WGMMA >= 2 && (!HALF_C || (GATED && WGMMA == 2 && BLOCK_N == 128)) &&
+static_assert(!TENSOR_STORE || (WGMMA >= 2 && (!HALF_C || (GATED && WGMMA == 2 && BLOCK_N % 128 == 0)) &&
                                  K_GROUPS == 1 && K_BLOCKS == 1),
               "a walking block's binary32 C (or a gated product's C and activation, the walk of WGMMA 2 "
               "sharing each tile), each tile's sums whole in its warpgroups");
@@ -390,7 +390,11 @@ constexpr bool STAGED_C = false;
 // stores of R and C the launch stalled on the load and store queue
 // (rr-m8192-n512-k512-add on the H200: its warps stalled there most).
 constexpr bool STAGED_R = STAGED_C && RESIDUAL && WGMMA == 2;
-constexpr int SLAB_ROWS = 64, SLAB_FLOATS = SLAB_ROWS * BLOCK_N, BOX_COLUMNS = 32;
+// A slab: a warpgroup's 64 rows of a binary32 C, or of a gated product's
+// three boxes of 64 halves (its up half, gate half and their activation:
+// store_staged_gated, which takes a tile wider than 128 columns in passes)
+constexpr int SLAB_ROWS = 64, BOX_COLUMNS = 32;
+constexpr int SLAB_FLOATS = GATED ? 3 * SLAB_ROWS * 32 : SLAB_ROWS * BLOCK_N;
 // the slabs' offset in the dynamic shared memory: past the ring, its
 // mbarriers (and R's), 1024-byte aligned (the swizzle's period; the
 // manifest's _product_shared)
@@ -1329,44 +1333,51 @@ __device__ __forceinline__ void load_staged_r(int row0, int column0, const Tenso
 // swizzled (a row's 16-byte chunks by the row), a thread's pairs of halves
 // a word each; then one thread has the tensor memory accelerator store
 // them, C's halves at the up's and the gate's columns, the activation at
-// the up's in its own rows, and goes on. As store_staged, the slab is
-// written once its last stores have read it.
+// the up's in its own rows, and goes on. A tile of 256 columns (halves of
+// 128) goes in two passes of 64 columns a half, the second waiting for the
+// first's copies to have read the slab: a slab of each half's whole width
+// beside the ring left too few stages. As store_staged, the slab is written
+// once its last stores have read it.
 template <int WARPGROUP>
 __device__ __forceinline__ void store_staged_gated(const float (&d)[BLOCK_N / 2], int row0, int column0,
                                                    const TensorMap* map_c, const TensorMap* map_gated,
                                                    const Gated& gated) {
-  static_assert(PAIRED == 64, "each half of the tile one box of 64 columns");
+  static_assert(PAIRED % 64 == 0, "each half of the tile whole boxes of 64 columns");
   const int thread = threadIdx.x & 127, warp = thread >> 5, lane = thread & 31;
   unsigned* const slab = slab_of<WARPGROUP, unsigned>();
   constexpr int BOX_WORDS = 64 * 32;  // a box's words: 64 rows of 128 bytes
-  // box b's word of a thread's pair in n-tile j (of its half) at half_row
+  // box b's word of a thread's pair in n-tile j of the pass (of its half) at half_row
   auto at = [&](int b, int j, int half_row) {
     const int row = warp * 16 + (lane >> 2) + 8 * half_row;
     return slab + b * BOX_WORDS + row * 32 + ((j ^ (row & 7)) << 2) + (lane & 3);
   };
-  slab_free<WARPGROUP>();
   constexpr int G = PAIRED / 8;
 #pragma unroll
-  for (int j = 0; j < G; ++j)
+  for (int pass = 0; pass < PAIRED / 64; ++pass) {
+    slab_free<WARPGROUP>();
 #pragma unroll
-    for (int half_row = 0; half_row < 2; ++half_row) {
-      const int e = 4 * j + 2 * half_row, f = e + 4 * G;  // the up's pair, and its gate's
-      *at(0, j, half_row) = pack_halves(d[e], d[e + 1]);
-      *at(1, j, half_row) = pack_halves(d[f], d[f + 1]);
-      *at(2, j, half_row) = pack_halves(gated_value(gated, d[e], d[f]), gated_value(gated, d[e + 1], d[f + 1]));
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int half_row = 0; half_row < 2; ++half_row) {
+        const int e = 4 * (8 * pass + j) + 2 * half_row, f = e + 4 * G;  // the up's pair, and its gate's
+        *at(0, j, half_row) = pack_halves(d[e], d[e + 1]);
+        *at(1, j, half_row) = pack_halves(d[f], d[f + 1]);
+        *at(2, j, half_row) = pack_halves(gated_value(gated, d[e], d[f]), gated_value(gated, d[e + 1], d[f + 1]));
+      }
+    slab_written<WARPGROUP>();
+    if (warp == 0 && elect_one()) {
+      const unsigned long long policy = c_store_policy();
+      const int up = column0 / 2 + 64 * pass;  // the up's first column of the pass (paired)
+      const TensorMap* const maps[3] = {map_c, map_c, map_gated};
+      const int columns[3] = {up, N / 2 + up, up};
+#pragma unroll
+      for (int b = 0; b < 3; ++b)
+        asm volatile(
+            "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;"
+            ::"l"(maps[b]), "r"(columns[b]), "r"(row0), "r"(shared_address(slab + b * BOX_WORDS)), "l"(policy)
+            : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
-  slab_written<WARPGROUP>();
-  if (warp == 0 && elect_one()) {
-    const unsigned long long policy = c_store_policy();
-    const int up = column0 / 2;  // the up's first column of the tile (paired)
-    const TensorMap* const maps[3] = {map_c, map_c, map_gated};
-    const int columns[3] = {up, N / 2 + up, up};
-#pragma unroll
-    for (int b = 0; b < 3; ++b)
-      asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;"
-                   ::"l"(maps[b]), "r"(columns[b]), "r"(row0), "r"(shared_address(slab + b * BOX_WORDS)), "l"(policy)
-                   : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
   }
 }
 #endif

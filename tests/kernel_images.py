@@ -4,7 +4,7 @@ the kernel tests."""
 from __future__ import annotations
 
 from planner.kernels.manifest import (FAMILIES, FILL_BLOCKS, PRODUCT_FAMILIES, STREAMING_ATTENTION, TILE_CANDIDATES,
-                                      Image, image, layernorm_parts, product, tiled_image)
+                                      Image, image, layernorm_parts, product, tile_serves, tiled_image)
 from planner.model.config import Shape
 
 DEFAULT = Shape()
@@ -111,11 +111,12 @@ def tile_images() -> list[Image]:
     each, the operand layouts, the residual and a half C taken in turn (not
     with a tile whose warpgroups take tiles in turn, WGMMA 3: holding two
     tiles' sums, its half C's exchange takes local memory, so the sweep never
-    chooses it)."""
+    chooses it); a tile that serves no binary32 C (its slabs of one do not
+    fit beside its ring) a gated product's."""
     return [tiled_image(*LAYOUTS[i % 3], 256, 256, 512, i % 2 == 1, "binary16", i,
-                        "half" if i % 4 == 2 and TILE_CANDIDATES[i].wgmma != 3 and not TILE_CANDIDATES[i].tensor_store
-                        else "binary32")
-            for i in range(len(TILE_CANDIDATES))]
+                        "half" if i % 4 == 2 and t.wgmma != 3 and not t.tensor_store else "binary32")
+            if tile_serves(t, 256, 256, 512) else tiled_image("r", "r", 256, 256, 512, False, "binary16", i, "gated")
+            for i, t in enumerate(TILE_CANDIDATES)]
 
 
 def stored_images() -> list[tuple[int, Image]]:
@@ -125,18 +126,18 @@ def stored_images() -> list[tuple[int, Image]]:
     and the residual in turn (not with a tile whose warpgroups take tiles in
     turn: holding two tiles' sums, R beside them takes local memory, so the
     sweep never chooses it for a residual product)."""
-    stored = [i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store]
+    stored = [i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store and tile_serves(t, 2048, 2304, 128)]
     return [(i, tiled_image(*LAYOUTS[n % 3], 2048, 2304, 128, n % 2 == 0 and TILE_CANDIDATES[i].wgmma != 3,
                             "binary16", i)) for n, i in enumerate(stored)]
 
 
 # a gated product's tile on each path: the warps (mma.sync), the warpgroups
 # fed by cp.async and sharing tensor-copied tiles, a 64-wide tile (its up
-# and gate halves 32 columns), and one whose tensor copies store C and the
-# activation. (Warpgroups taking the tiles in turn, WGMMA 3, hold two
+# and gate halves 32 columns), and those whose tensor copies store C and the
+# activation, 128 and 256 columns wide (the wider in two passes). (Warpgroups taking the tiles in turn, WGMMA 3, hold two
 # tiles' sums: with the activation they take local memory on sm_90, so the
 # sweep never chooses them for a gated product.)
-GATED_TILES = (0, 20, 40, 44, 59)
+GATED_TILES = (0, 20, 40, 44, 59, 67)
 # (the same paths but tensor-copied stores, which a rotary C by head does not take)
 ROPE_TILES = tuple(i for i in GATED_TILES if not TILE_CANDIDATES[i].tensor_store)
 
