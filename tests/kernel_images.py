@@ -125,19 +125,22 @@ def stored_images() -> list[tuple[int, Image]]:
     slabs again once the copies before have read them; the operand layouts
     and the residual in turn (not with a tile whose warpgroups take tiles in
     turn: holding two tiles' sums, R beside them takes local memory, so the
-    sweep never chooses it for a residual product)."""
-    stored = [i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store and tile_serves(t, 2048, 2304, 128)]
+    sweep never chooses it for a residual product); a tile that serves no
+    binary32 C there (its slabs of one do not fit beside its ring) a gated
+    product's."""
+    stored = [i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store]
     return [(i, tiled_image(*LAYOUTS[n % 3], 2048, 2304, 128, n % 2 == 0 and TILE_CANDIDATES[i].wgmma != 3,
-                            "binary16", i)) for n, i in enumerate(stored)]
+                            "binary16", i) if tile_serves(TILE_CANDIDATES[i], 2048, 2304, 128)
+             else tiled_image("r", "r", 2048, 2304, 128, False, "binary16", i, "gated")) for n, i in enumerate(stored)]
 
 
 # a gated product's tile on each path: the warps (mma.sync), the warpgroups
 # fed by cp.async and sharing tensor-copied tiles, a 64-wide tile (its up
-# and gate halves 32 columns), and those whose tensor copies store C and the
-# activation, 128 and 256 columns wide (the wider in two passes). (Warpgroups taking the tiles in turn, WGMMA 3, hold two
+# and gate halves 32 columns), and one whose tensor copies store C and the
+# activation. (Warpgroups taking the tiles in turn, WGMMA 3, hold two
 # tiles' sums: with the activation they take local memory on sm_90, so the
 # sweep never chooses them for a gated product.)
-GATED_TILES = (0, 20, 40, 44, 59, 67)
+GATED_TILES = (0, 20, 40, 44, 59)
 # (the same paths but tensor-copied stores, which a rotary C by head does not take)
 ROPE_TILES = tuple(i for i in GATED_TILES if not TILE_CANDIDATES[i].tensor_store)
 
