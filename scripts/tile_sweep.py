@@ -1,7 +1,9 @@
 """Measure every product of the default model (1 and 8 sequences a step)
 with every tile that serves it, beside torch.matmul (cuBLAS) on the same
-operands, and record the fastest tile per shape in kernels/tiles.json, with
-the shared memory a block may take on the device (its tiles fit it).
+operands, and record the fastest tile per shape in kernels/tiles.json, each
+row with the device it was measured on, and the shared memory a block may
+take on the device (its tiles fit it; a sweep of some shapes keeps the
+other rows, on a device that gives a block as much).
 
     python3 scripts/tile_sweep.py OUT_DIR [--write kernels/tiles.json] [--keys KEY,...] [--tiles N,...]
         [--step KEY=N,N,... [--rounds R]]
@@ -352,7 +354,11 @@ def main() -> int:
         for key, medians in stepped.items():
             print(f"{key:28s} the update, ms by tile: {medians}")
         return 0
-    before = json.loads(args.write.read_text())["choices"] if args.write and args.write.exists() else {}
+    table_before = json.loads(args.write.read_text()) if args.write and args.write.exists() else {}
+    before = table_before.get("choices", {})
+    if args.keys and before and table_before.get("shared_limit") != shared_limit:
+        raise SystemExit(f"the table's tiles fit a block's {table_before.get('shared_limit')} bytes of shared "
+                         f"memory, this device's {shared_limit}: sweep every shape")
     choices = dict(before) if args.keys else {}   # a sweep of some shapes keeps the others' rows
     for key in products:
         row = results[key]
@@ -360,15 +366,15 @@ def main() -> int:
         tile = choose(products[key], row, before.get(key, {}).get("tile"), in_step)
         best = row["tiles"][str(tile)]["us"]
         choices[key] = {"tile": tile, "us": round(best, 2), "cublas_us": round(row["torch_us"], 2),
-                        "cublas_same_us": round(row["same_us"], 2)}
+                        "cublas_same_us": round(row["same_us"], 2), "device": device_name}
         if in_step:
             choices[key]["step_ms"] = in_step
         print(f"{key:28s} tile {tile:2d} {best:7.1f} us  matmul {row['torch_us']:7.1f} us  "
               f"ratio {row['torch_us'] / best:5.2f}  same C {row['same_us']:7.1f} us  "
               f"ratio {row['same_us'] / best:5.2f}  ({len(row['tiles'])} tiles)", flush=True)
     if args.write:
-        table = {"device": device_name, "shared_limit": shared_limit,
-                 "method": " ".join(__doc__.split("\n\n")[2].split()), "choices": dict(sorted(choices.items()))}
+        table = {"shared_limit": shared_limit, "method": " ".join(__doc__.split("\n\n")[2].split()),
+                 "choices": dict(sorted(choices.items()))}
         with written_whole(args.write, "w") as f:  # the planner reads it: never half a table
             f.write(json.dumps(table, indent=1) + "\n")
     return 0

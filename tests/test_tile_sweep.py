@@ -20,9 +20,10 @@ TABLE = Path(__file__).resolve().parents[1] / "kernels" / "tiles.json"
 
 
 def _sweep(monkeypatch, tmp_path: Path, tiles: dict[str, dict], keys: str = KEY,
-           step_ms: dict[str, float] | None = None) -> dict:
+           step_ms: dict[str, float] | None = None, device: str = "NVIDIA H200",
+           shared_limit: int = 232448) -> dict:
     measured = tmp_path / "tile-sweep.json"
-    measured.write_text(json.dumps({"device": "NVIDIA H200", "shared_limit": 232448,
+    measured.write_text(json.dumps({"device": device, "shared_limit": shared_limit,
                                     "shapes": {KEY: {"torch_us": 4.6, "same_us": 4.7, "tiles": tiles}}}))
     table = tmp_path / "tiles.json"
     recorded = json.loads(TABLE.read_text())
@@ -38,9 +39,20 @@ def _sweep(monkeypatch, tmp_path: Path, tiles: dict[str, dict], keys: str = KEY,
 def test_a_sweep_of_some_shapes_keeps_the_other_rows(monkeypatch, tmp_path):
     before = json.loads(TABLE.read_text())["choices"]
     # tile 0 fastest, its error within a half C's bound but not a binary32 one's
-    choices = _sweep(monkeypatch, tmp_path, {"0": {"us": 4.0, "error": 5e-4}, "40": {"us": 5.1, "error": 2e-4}})
-    assert choices[KEY] == {"tile": 0, "us": 4.0, "cublas_us": 4.6, "cublas_same_us": 4.7}
+    choices = _sweep(monkeypatch, tmp_path, {"0": {"us": 4.0, "error": 5e-4}, "40": {"us": 5.1, "error": 2e-4}},
+                     device="NVIDIA H100 80GB HBM3")
+    assert choices[KEY] == {"tile": 0, "us": 4.0, "cublas_us": 4.6, "cublas_same_us": 4.7,
+                            "device": "NVIDIA H100 80GB HBM3"}
+    # the others keep their rows, each with the device it was measured on
     assert {k: v for k, v in choices.items() if k != KEY} == {k: v for k, v in before.items() if k != KEY}
+    assert all(row["device"] for row in choices.values())
+
+
+def test_a_sweep_of_some_shapes_on_a_device_of_another_shared_limit_is_refused(monkeypatch, tmp_path):
+    """The table's tiles fit one limit a block: a shape measured under
+    another would take tiles the others' limit refuses, or the reverse."""
+    with pytest.raises(SystemExit, match="sweep every shape"):
+        _sweep(monkeypatch, tmp_path, {"40": {"us": 5.1, "error": 2e-4}}, shared_limit=101376)
 
 
 def test_a_tile_past_the_half_bound_is_never_chosen(monkeypatch, tmp_path):
