@@ -106,16 +106,23 @@ def bfloat16_images() -> list[Image]:
 LAYOUTS = ("rr", "rc", "cc")
 
 
+def _tile_case(i: int, m: int, n: int, k: int, layouts: str, residual: bool, output: str = "binary32") -> Image:
+    """Tile i's product of m x n x k, the layouts, residual and output
+    given; for a tile that serves no binary32 C there (its slabs of one do
+    not fit beside its ring), a gated product's."""
+    if tile_serves(TILE_CANDIDATES[i], m, n, k):
+        return tiled_image(*layouts, m, n, k, residual, "binary16", i, output)
+    return tiled_image("r", "r", m, n, k, False, "binary16", i, "gated")
+
+
 def tile_images() -> list[Image]:
     """Every candidate tile, whether or not a shape records it: one product of
     each, the operand layouts, the residual and a half C taken in turn (not
     with a tile whose warpgroups take tiles in turn, WGMMA 3: holding two
     tiles' sums, its half C's exchange takes local memory, so the sweep never
-    chooses it); a tile that serves no binary32 C (its slabs of one do not
-    fit beside its ring) a gated product's."""
-    return [tiled_image(*LAYOUTS[i % 3], 256, 256, 512, i % 2 == 1, "binary16", i,
-                        "half" if i % 4 == 2 and t.wgmma != 3 and not t.tensor_store else "binary32")
-            if tile_serves(t, 256, 256, 512) else tiled_image("r", "r", 256, 256, 512, False, "binary16", i, "gated")
+    chooses it)."""
+    return [_tile_case(i, 256, 256, 512, LAYOUTS[i % 3], i % 2 == 1,
+                       "half" if i % 4 == 2 and t.wgmma != 3 and not t.tensor_store else "binary32")
             for i, t in enumerate(TILE_CANDIDATES)]
 
 
@@ -125,13 +132,10 @@ def stored_images() -> list[tuple[int, Image]]:
     slabs again once the copies before have read them; the operand layouts
     and the residual in turn (not with a tile whose warpgroups take tiles in
     turn: holding two tiles' sums, R beside them takes local memory, so the
-    sweep never chooses it for a residual product); a tile that serves no
-    binary32 C there (its slabs of one do not fit beside its ring) a gated
-    product's."""
+    sweep never chooses it for a residual product)."""
     stored = [i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store]
-    return [(i, tiled_image(*LAYOUTS[n % 3], 2048, 2304, 128, n % 2 == 0 and TILE_CANDIDATES[i].wgmma != 3,
-                            "binary16", i) if tile_serves(TILE_CANDIDATES[i], 2048, 2304, 128)
-             else tiled_image("r", "r", 2048, 2304, 128, False, "binary16", i, "gated")) for n, i in enumerate(stored)]
+    return [(i, _tile_case(i, 2048, 2304, 128, LAYOUTS[n % 3], n % 2 == 0 and TILE_CANDIDATES[i].wgmma != 3))
+            for n, i in enumerate(stored)]
 
 
 # a gated product's tile on each path: the warps (mma.sync), the warpgroups
