@@ -15,14 +15,16 @@ one CUDA graph (the strongest). Warm-up is excluded; the median of the timed
 steps is reported, with CUDA events around each.
 
 Beside the step, each launch of the update is timed alone; the times are
-summed by image beside their floors, and taken along the longest chain of
-the update's dependencies (`longest_chain_us`): where the step sits between
-that chain and the launches' sum says whether the chain or the device's
-throughput holds it. The same run times each matrix product of the update
-alone (its launches as the plan makes them) against torch.matmul (cuBLAS)
-on random operands of the same shape, layouts and half format, with a half
-C and nothing after it: the stricter anchor for a product that also adds a
-residual or applies an activation on the way out.
+summed by image beside their floors (a launch's bytes over the copy
+bandwidth, or a product's operations over the matrix rate, both measured on
+the device at the start of the run: `measure_ceilings`), and taken along the
+longest chain of the update's dependencies (`longest_chain_us`): where the
+step sits between that chain and the launches' sum says whether the chain or
+the device's throughput holds it. The same run times each matrix product of
+the update alone (its launches as the plan makes them) against torch.matmul
+(cuBLAS) on random operands of the same shape, layouts and half format, with
+a half C and nothing after it: the stricter anchor for a product that also
+adds a residual or applies an activation on the way out.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import numpy as np
 
 from planner.files import written_whole
 from planner.model.config import Config
-from planner.schedule.urgency import floor_us, slack
+from planner.schedule.urgency import Ceilings, floor_us, slack
 
 WARMUP, TIMED = 10, 50
 # the share of torch.matmul's speed each product is held to (the performance issue's bar)
@@ -91,9 +93,8 @@ class StepTiming:
     events_ms: float          # median, by CUDA events as the anchors are timed
     losses: list[float]
     parameters: np.ndarray    # the banks the timed updates started from (the anchors start there too)
-    kernels: dict[str, tuple[int, float, float]]  # image -> its launches, their us alone, floors (by_image)
-    chain_ms: float           # the longest chain of the launches' times alone (longest_chain_us)
-    floor_chain_ms: float     # the same of their floors
+    update: int               # the update submission
+    alone: dict[int, float]   # each of its launches' us alone (launch_times)
 
 
 def plan_step_ms(plan, gpu, certificate=None) -> StepTiming:
@@ -133,10 +134,37 @@ def plan_step_ms(plan, gpu, certificate=None) -> StepTiming:
         alone = launch_times(plan, device, update)
     finally:
         device.close()
-    floors = {index: floor_us(plan, index) for index in alone}
-    return StepTiming(statistics.median(times), statistics.median(gpu_times), losses, parameters,
-                      by_image(plan, alone, floors), longest_chain_us(plan, update, alone) / 1e3,
-                      longest_chain_us(plan, update, floors) / 1e3)
+    return StepTiming(statistics.median(times), statistics.median(gpu_times), losses, parameters, update, alone)
+
+
+def launches_against_floors(plan, timing: StepTiming, ceilings: Ceilings) -> dict:
+    """The update's launches alone beside their floors on a device of these
+    ceilings: summed by image (by_image) and along the longest chain."""
+    floors = {index: floor_us(plan, index, ceilings) for index in timing.alone}
+    return {"kernels": {name: {"launches": n, "us": us, "floor_us": floor}
+                        for name, (n, us, floor) in by_image(plan, timing.alone, floors).items()},
+            "chain_ms": longest_chain_us(plan, timing.update, timing.alone) / 1e3,
+            "floor_chain_ms": longest_chain_us(plan, timing.update, floors) / 1e3}
+
+
+def measure_ceilings(half: str, repeats: int = 10) -> Ceilings:
+    """The ceilings of the device the bench runs on, measured on random
+    (never zero) data, the faster of two timings of a graph each: a copy of
+    256 MiB of binary32 words (far past any L2; bytes read and written
+    counted), and torch.matmul of two 8192 x 8192 operands in the half
+    format (cuBLAS)."""
+    import torch
+
+    words = 1 << 26
+    source = torch.randn(words, device="cuda")
+    target = torch.empty_like(source)
+    copy_us = min(torch_graph_us(lambda: target.copy_(source), repeats) for _ in range(2))
+    size = 8192
+    left, right = (torch.randn(size, size, device="cuda").to(torch_half(half)) for _ in range(2))
+    product_us = min(torch_graph_us(lambda: torch.matmul(left, right), 3) for _ in range(2))
+    del source, target, left, right
+    torch.cuda.empty_cache()  # the plan's arena is allocated beside PyTorch's cache
+    return Ceilings(bandwidth=2 * words * 4 / (copy_us * 1e-6), matrix_rate=2 * size ** 3 / (product_us * 1e-6))
 
 
 def torch_step_ms(config: Config, parameters: np.ndarray, setup: str) -> float:
@@ -276,20 +304,20 @@ def same_result(left, right, r, output: str):
     return lambda: torch.mm(left, right, out_dtype=torch.float32)
 
 
-def products_vs_matmul(plan, kernels: dict[str, tuple[int, float, float]], repeats: int = 20) -> dict[str, dict]:
+def products_vs_matmul(plan, kernels: dict[str, dict], repeats: int = 20) -> dict[str, dict]:
     """Each product image of the update (a launch's mean time alone, from
-    by_image) beside torch.matmul with a half C on random operands of
-    its shape, layouts and half format (the faster of two graphs), and
-    beside cuBLAS making the same C (same_result: a binary32 C where the
-    product's is, R added where it adds one), each timed as a graph of
-    `repeats` calls: image -> {tile, us, torch_us, ratio, same_us,
+    launches_against_floors' kernels) beside torch.matmul with a half C on
+    random operands of its shape, layouts and half format (the faster of two
+    graphs), and beside cuBLAS making the same C (same_result: a binary32 C
+    where the product's is, R added where it adds one), each timed as a
+    graph of `repeats` calls: image -> {tile, us, torch_us, ratio, same_us,
     same_ratio} (ratios: cuBLAS's time over ours, 1 as fast)."""
     import torch
 
     from planner.kernels.manifest import PRODUCT_FAMILIES, product_output, tile_of
 
     out = {}
-    for name, (launches, total_us, _) in sorted(kernels.items()):
+    for name, k in sorted(kernels.items()):
         img = plan.image[name]
         if img.family not in PRODUCT_FAMILIES:
             continue
@@ -303,7 +331,7 @@ def products_vs_matmul(plan, kernels: dict[str, tuple[int, float, float]], repea
         # a half C is torch.matmul's own (same_result), not timed again
         output = product_output(img)
         same_us = torch_graph_us(same_result(left, right, r, output), repeats) if output == "binary32" else torch_us
-        us = total_us / launches
+        us = k["us"] / k["launches"]
         out[name] = {"tile": tile_of(img), "us": us, "torch_us": torch_us, "ratio": torch_us / us,
                      "same_us": same_us, "same_ratio": same_us / us}
     return out
@@ -417,7 +445,7 @@ def run(args: argparse.Namespace) -> int:
     except NoDevice as error:
         print(f"planner bench: {error}", file=sys.stderr)
         return 2
-    rows = []
+    rows, ceilings = [], None
     for config in configs:
         batch = config.shape.batch
         plan = build_plan(config)
@@ -430,12 +458,16 @@ def run(args: argparse.Namespace) -> int:
         except Uncertified as error:
             print(f"planner bench: refused: {error}", file=sys.stderr)
             return 1
+        if ceilings is None:  # once the device has taken a plan (a card it refuses is named before)
+            ceilings = measure_ceilings(config.learner.half)
+            print(f"this device's ceilings, measured here: copies {ceilings.bandwidth / 1e12:.2f} TB/s (bytes read "
+                  f"and written), products {ceilings.matrix_rate / 1e12:.0f} TFLOP/s ({config.learner.half}, "
+                  "torch.matmul of 8192 x 8192); the floors below are over them", flush=True)
         row = {"batch": batch, "tokens": config.shape.tokens, "plan_ms": timing.host_ms,
                "plan_events_ms": timing.events_ms, "plan_losses": timing.losses[:3],
-               "kernels": {name: {"launches": n, "us": us, "floor_us": floor}
-                           for name, (n, us, floor) in timing.kernels.items()},
-               "chain_ms": timing.chain_ms, "floor_chain_ms": timing.floor_chain_ms}
-        row["products"] = products_vs_matmul(plan, timing.kernels)
+               "ceilings": {"bandwidth": ceilings.bandwidth, "matrix_rate": ceilings.matrix_rate}}
+        row |= launches_against_floors(plan, timing, ceilings)
+        row["products"] = products_vs_matmul(plan, row["kernels"])
         row |= attention_vs_sdpa(config, gpu)
         for setup in args.anchors:
             row[f"torch_{setup}_ms"] = torch_step_ms(config, timing.parameters, setup)

@@ -62,10 +62,19 @@ def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
     import planner.certify
     import planner.runtime.cuda
     from planner import bench
+    from planner.schedule.urgency import Ceilings, floor_us
     monkeypatch.setattr(planner.runtime.cuda, "open_gpu", lambda: object())
     monkeypatch.setattr(planner.certify, "demand_certificate", lambda plan: None)
-    monkeypatch.setattr(bench, "plan_step_ms", lambda plan, gpu, certificate: bench.StepTiming(
-        2.1, 2.0, [9.5, 9.4, 9.3, 9.2], np.zeros(1), {"attention-forward": (16, 160.0, 16.0)}, 1.5, 0.75))
+    ceilings = Ceilings(bandwidth=1e12, matrix_rate=1e14)
+    monkeypatch.setattr(bench, "measure_ceilings", lambda half: ceilings)
+    timed = {}
+
+    def step(plan, gpu, certificate):  # a microsecond a launch of the update
+        update = plan.notes["submissions"]["update"][0]
+        timed["plan"], timed["update"] = plan, update
+        return bench.StepTiming(2.1, 2.0, [9.5, 9.4, 9.3, 9.2], np.zeros(1), update,
+                                {i: 1.0 for i in plan.submissions[update].launches()})
+    monkeypatch.setattr(bench, "plan_step_ms", step)
     product = {"tile": 57, "us": 10.0, "torch_us": 7.0, "ratio": 0.7, "same_us": 7.0, "same_ratio": 0.7}
     monkeypatch.setattr(bench, "products_vs_matmul", lambda plan, kernels: {"tiled-x": product})
     monkeypatch.setattr(bench, "attention_vs_sdpa", lambda config, gpu: {
@@ -78,16 +87,25 @@ def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
     assert [(r["batch"], r["plan_events_ms"], r["torch_eager_ms"], r["torch_compile+graph_ms"]) for r in rows] == [
         (1, 2.0, 40.0, 4.0)]
     assert rows[0]["plan_losses"] == [9.5, 9.4, 9.3] and rows[0]["products"] == {"tiled-x": product}
-    assert (rows[0]["chain_ms"], rows[0]["floor_chain_ms"]) == (1.5, 0.75)
+    # the floors are over the ceilings measured on the device
+    plan, update = timed["plan"], timed["update"]
+    launches = list(plan.submissions[update].launches())
+    floors = {i: floor_us(plan, i, ceilings) for i in launches}
+    assert rows[0]["ceilings"] == {"bandwidth": 1e12, "matrix_rate": 1e14}
+    assert sum(k["floor_us"] for k in rows[0]["kernels"].values()) == pytest.approx(sum(floors.values()))
+    assert rows[0]["chain_ms"] == bench.longest_chain_us(plan, update, dict.fromkeys(launches, 1.0)) / 1e3
+    assert rows[0]["floor_chain_ms"] == bench.longest_chain_us(plan, update, floors) / 1e3
     assert [p.name for p in tmp_path.iterdir()] == ["bench.json"]
     out = capsys.readouterr().out
     assert "1 of 1 at 0.7x of torch.matmul or more" in out and "4.00 ( 0.50x)" in out
-    assert "kernels 0.16 ms against floors of 0.02 ms, their longest chain 1.50 ms against 0.75; step 2.10 ms" in out
+    assert "ceilings, measured here: copies 1.00 TB/s (bytes read and written), products 100 TFLOP/s" in out
+    assert (f"{len(launches)} launches, kernels {len(launches) / 1e3:.2f} ms against floors of "
+            f"{sum(floors.values()) / 1e3:.2f} ms") in out
 
 
 def test_the_longest_chain_follows_the_dependencies(default_plan):
     from planner import bench
-    from planner.schedule.urgency import depth, floor_us, slack
+    from planner.schedule.urgency import H200_CEILINGS, depth, floor_us, slack
 
     plan = default_plan
     update = plan.notes["submissions"]["update"][0]
@@ -103,7 +121,26 @@ def test_the_longest_chain_follows_the_dependencies(default_plan):
     assert bench.longest_chain_us(plan, update, ones | {on: 11.0}) == chain + 10
     assert bench.longest_chain_us(plan, update, ones | {off: 1 + spare[off]}) == chain
     assert bench.longest_chain_us(plan, update, ones | {off: 4 + spare[off]}) == chain + 3
-    sums = bench.by_image(plan, ones, {i: floor_us(plan, i) for i in launches})
+    floors = {i: floor_us(plan, i, H200_CEILINGS) for i in launches}
+    sums = bench.by_image(plan, ones, floors)
     assert sum(n for n, _, _ in sums.values()) == len(launches)
     assert all(total == n for n, total, _ in sums.values())
-    assert sum(f for _, _, f in sums.values()) == pytest.approx(sum(floor_us(plan, i) for i in launches))
+    assert sum(f for _, _, f in sums.values()) == pytest.approx(sum(floors.values()))
+
+
+def test_a_floor_is_over_the_ceiling_its_launch_meets(default_plan):
+    """A launch's floor is its bytes over the bandwidth, or a product's
+    operations over the matrix rate, whichever takes longer: with either
+    ceiling out of reach, the floor is the other's alone, and it doubles
+    where that ceiling halves."""
+    from math import inf
+
+    from planner.schedule.urgency import H200_CEILINGS, Ceilings, floor_us
+
+    plan, (bandwidth, rate) = default_plan, (H200_CEILINGS.bandwidth, H200_CEILINGS.matrix_rate)
+    for i, launch in enumerate(plan.launches):
+        copies, products = floor_us(plan, i, Ceilings(bandwidth, inf)), floor_us(plan, i, Ceilings(inf, rate))
+        assert copies > 0 and (products > 0) == launch.image.startswith("tiled")
+        assert floor_us(plan, i, Ceilings(bandwidth / 2, inf)) == pytest.approx(2 * copies)
+        assert floor_us(plan, i, Ceilings(inf, rate / 2)) == pytest.approx(2 * products)
+        assert floor_us(plan, i, H200_CEILINGS) == max(copies, products)

@@ -12,21 +12,31 @@ to the device as a launch priority. Ranks decide nothing about the run's
 values or its safety: the dependencies do, and the certificate decides
 ordering over those alone.
 
-A launch's cost is estimated from the plan alone: its floor (the bytes it
-moves over the bandwidth, or a product's operations over the matrix rate)
-plus what any launch costs the device, however small.
+A launch's cost is estimated from the plan alone: its floor on the H200
+(the bytes it moves over the bandwidth, or a product's operations over the
+matrix rate) plus what any launch costs the device, however small.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from planner.schedule.plan import Plan, Submission
 
-# The H200's ceilings, measured on it (copy bandwidth counting bytes read
-# and written; bf16 products on random data).
-BANDWIDTH = 4.3e12
-MATRIX_RATE = 790e12
+
+@dataclass(frozen=True)
+class Ceilings:
+    """A device's ceilings: copy bandwidth (bytes read and written a
+    second) and its matrix rate (half-format product operations a second)."""
+    bandwidth: float
+    matrix_rate: float
+
+
+# The H200's, measured on it (bf16 products on random data): the estimate the
+# plan ranks its launches by, as it is derived without a device. `planner
+# bench` measures the ceilings of the device it runs on for its floors.
+H200_CEILINGS = Ceilings(bandwidth=4.3e12, matrix_rate=790e12)
 # The smallest launches of an update (a copy, the last AdamW piece) take
 # about 1.6 us each replayed in a graph, whatever they move.
 LAUNCH_US = 1.6
@@ -34,9 +44,10 @@ LAUNCH_US = 1.6
 SLACK_SPREAD = 1 / 20
 
 
-def floor_us(plan: Plan, index: int) -> float:
-    """A launch's floor: its bytes over the bandwidth, or a product's
-    operations over the matrix rate, whichever is larger."""
+def floor_us(plan: Plan, index: int, ceilings: Ceilings) -> float:
+    """A launch's floor on a device of these ceilings: its bytes over the
+    bandwidth, or a product's operations over the matrix rate, whichever is
+    larger."""
     launch = plan.launches[index]
     img = plan.image[launch.image]
     # a read-write argument moves its bytes twice
@@ -45,7 +56,7 @@ def floor_us(plan: Plan, index: int) -> float:
     if img.family.startswith("tiled"):
         c = img.constant_map
         operations = 2 * c["m"] * c["n"] * c["k"]
-    return max(moved / BANDWIDTH, operations / MATRIX_RATE) * 1e6
+    return max(moved / ceilings.bandwidth, operations / ceilings.matrix_rate) * 1e6
 
 
 def slack(waits: Iterable[tuple[int, tuple[int, ...]]], cost: Mapping[int, float]) -> tuple[float, dict[int, float]]:
@@ -79,6 +90,6 @@ def ranks(plan: Plan, submission: int, levels: int) -> dict[int, int]:
     estimated costs, levels - 1 with slack of SLACK_SPREAD of that path or
     more, in even steps of slack between."""
     waits = list(plan.submissions[submission].waits())
-    span, s = slack(waits, {index: floor_us(plan, index) + LAUNCH_US for index, _ in waits})
+    span, s = slack(waits, {index: floor_us(plan, index, H200_CEILINGS) + LAUNCH_US for index, _ in waits})
     step = SLACK_SPREAD * span / max(levels - 1, 1)
     return {index: min(levels - 1, round(value / step)) if step else 0 for index, value in s.items()}
