@@ -147,18 +147,18 @@ def launches_against_floors(plan, timing: StepTiming, ceilings: Ceilings) -> dic
             "floor_chain_ms": longest_chain_us(plan, timing.update, floors) / 1e3}
 
 
-def measure_ceilings(half: str, repeats: int = 10) -> Ceilings:
+def measure_ceilings(half: str) -> Ceilings:
     """The ceilings of the device the bench runs on, measured on random
-    (never zero) data, the faster of two timings of a graph each: a copy of
-    256 MiB of binary32 words (far past any L2; bytes read and written
-    counted), and torch.matmul of two 8192 x 8192 operands in the half
-    format (cuBLAS)."""
+    (never zero) data, the faster of two timings of a graph each: ten copies
+    of 256 MiB of binary32 words (far past any L2; bytes read and written
+    counted), and three of torch.matmul of two 8192 x 8192 operands in the
+    half format (cuBLAS; a millisecond or more each)."""
     import torch
 
     words = 1 << 26
     source = torch.randn(words, device="cuda")
     target = torch.empty_like(source)
-    copy_us = min(torch_graph_us(lambda: target.copy_(source), repeats) for _ in range(2))
+    copy_us = min(torch_graph_us(lambda: target.copy_(source), 10) for _ in range(2))
     size = 8192
     left, right = (torch.randn(size, size, device="cuda").to(torch_half(half)) for _ in range(2))
     product_us = min(torch_graph_us(lambda: torch.matmul(left, right), 3) for _ in range(2))
