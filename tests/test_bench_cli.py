@@ -75,8 +75,13 @@ def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
         return bench.StepTiming(2.1, 2.0, [9.5, 9.4, 9.3, 9.2], np.zeros(1), update,
                                 {i: 1.0 for i in plan.submissions[update].launches()})
     monkeypatch.setattr(bench, "plan_step_ms", step)
-    product = {"tile": 57, "us": 10.0, "torch_us": 7.0, "ratio": 0.7, "same_us": 7.0, "same_ratio": 0.7}
-    monkeypatch.setattr(bench, "products_vs_matmul", lambda plan, kernels: {"tiled-x": product})
+    product = {"tile": 57, "us": 10.0, "torch_us": 7.0, "ratio": 0.7, "same_us": 7.0, "same_ratio": 0.7,
+               "floor_us": 5.0, "reach": 1.4}
+    # its own bytes take longer than the anchor's whole product: no tile reaches the bar
+    heavy = {"tile": 59, "us": 20.0, "torch_us": 9.0, "ratio": 0.45, "same_us": 24.0, "same_ratio": 1.2,
+             "floor_us": 14.0, "reach": 9.0 / 14.0}
+    products = {"tiled-x": product, "tiled-y": heavy}
+    monkeypatch.setattr(bench, "products_vs_matmul", lambda plan, kernels: products)
     monkeypatch.setattr(bench, "attention_vs_sdpa", lambda config, gpu: {
         "attention_us": 20.0, "sdpa_us": 60.0, "output_difference": 1e-4})
     anchors = {"eager": 40.0, "compile+graph": 4.0}
@@ -86,7 +91,7 @@ def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
     rows = json.loads(target.read_text())
     assert [(r["batch"], r["plan_events_ms"], r["torch_eager_ms"], r["torch_compile+graph_ms"]) for r in rows] == [
         (1, 2.0, 40.0, 4.0)]
-    assert rows[0]["plan_losses"] == [9.5, 9.4, 9.3] and rows[0]["products"] == {"tiled-x": product}
+    assert rows[0]["plan_losses"] == [9.5, 9.4, 9.3] and rows[0]["products"] == products
     # the floors are over the ceilings measured on the device
     plan, update = timed["plan"], timed["update"]
     launches = list(plan.submissions[update].launches())
@@ -97,7 +102,8 @@ def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
     assert rows[0]["floor_chain_ms"] == bench.longest_chain_us(plan, update, floors) / 1e3
     assert [p.name for p in tmp_path.iterdir()] == ["bench.json"]
     out = capsys.readouterr().out
-    assert "1 of 1 at 0.7x of torch.matmul or more" in out and "4.00 ( 0.50x)" in out
+    assert "1 of 2 at 0.7x of torch.matmul or more; 1 as fast as cuBLAS" in out and "4.00 ( 0.50x)" in out
+    assert "floor    14.0 us (0.64x)" in out and "at its floor over these ceilings, still under 0.7x: tiled-y" in out
     assert "ceilings, measured here: copies 1.00 TB/s (bytes read and written), products 100 TFLOP/s" in out
     assert (f"{len(launches)} launches, kernels {len(launches) / 1e3:.2f} ms against floors of "
             f"{sum(floors.values()) / 1e3:.2f} ms") in out
