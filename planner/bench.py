@@ -337,10 +337,17 @@ def products_vs_matmul(plan, kernels: dict[str, dict], repeats: int = 20) -> dic
         # a half C is torch.matmul's own (same_result), not timed again
         output = product_output(img)
         same_us = torch_graph_us(same_result(left, right, r, output), repeats) if output == "binary32" else torch_us
-        us, floor = k["us"] / k["launches"], k["floor_us"] / k["launches"]
-        out[name] = {"tile": tile_of(img), "us": us, "torch_us": torch_us, "ratio": torch_us / us,
-                     "same_us": same_us, "same_ratio": same_us / us, "floor_us": floor, "reach": torch_us / floor}
+        out[name] = product_row(tile_of(img), k, torch_us, same_us)
     return out
+
+
+def product_row(tile: int, kernel: dict, torch_us: float, same_us: float) -> dict:
+    """One product's row of products_vs_matmul from its image's entry of
+    launches_against_floors' kernels (totals over its launches) and the
+    anchors' times: a launch's mean time and floor, and the ratios."""
+    us, floor = kernel["us"] / kernel["launches"], kernel["floor_us"] / kernel["launches"]
+    return {"tile": tile, "us": us, "torch_us": torch_us, "ratio": torch_us / us, "same_us": same_us,
+            "same_ratio": same_us / us, "floor_us": floor, "reach": torch_us / floor}
 
 
 def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float]:

@@ -109,6 +109,14 @@ def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
             f"{sum(floors.values()) / 1e3:.2f} ms") in out
 
 
+def test_a_products_row_is_a_launchs_mean_beside_the_anchors():
+    from planner.bench import product_row
+    # 16 launches of 10 us with floors of 4 us; torch.matmul 7 us, cuBLAS making the same C 12 us
+    row = product_row(57, {"launches": 16, "us": 160.0, "floor_us": 64.0}, 7.0, 12.0)
+    assert row == pytest.approx({"tile": 57, "us": 10.0, "torch_us": 7.0, "ratio": 0.7, "same_us": 12.0,
+                                 "same_ratio": 1.2, "floor_us": 4.0, "reach": 1.75})
+
+
 def test_the_longest_chain_follows_the_dependencies(default_plan):
     from planner import bench
     from planner.schedule.urgency import H200_CEILINGS, depth, floor_us, slack
