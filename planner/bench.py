@@ -34,7 +34,7 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -483,7 +483,7 @@ def run(args: argparse.Namespace) -> int:
                   "torch.matmul of 8192 x 8192); the floors below are over them", flush=True)
         row = {"batch": batch, "tokens": config.shape.tokens, "plan_ms": timing.host_ms,
                "plan_events_ms": timing.events_ms, "plan_losses": timing.losses[:3],
-               "ceilings": {"bandwidth": ceilings.bandwidth, "matrix_rate": ceilings.matrix_rate}}
+               "ceilings": asdict(ceilings)}
         row |= launches_against_floors(plan, timing, ceilings)
         row["products"] = products_vs_matmul(plan, row["kernels"])
         row |= attention_vs_sdpa(config, gpu)
