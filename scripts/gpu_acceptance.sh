@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU machine's acceptance runs, in one go, logs under $1 (default ./gpu-logs):
 # the kernel and training tests, a 1000-update training from the README's
-# command, the seed and placed layouts side by side, PyTorch's peak memory,
-# and the benchmark. Run from the repository root on a machine with a GPU.
+# command, the seed and placed layouts side by side, compute-sanitizer over
+# ten updates, PyTorch's peak memory, and the benchmark. Run from the
+# repository root on a machine with a GPU.
 # Every step runs; the exit status is the last failing step's (0: all passed).
 set -uo pipefail
 out=${1:-gpu-logs}
@@ -35,6 +36,17 @@ sys.exit(0 if same else 1)
 PY
     [ $? -eq 0 ] || failed=1
     ;;&
+  sanitize|all)
+    # compute-sanitizer over ten updates with launches one by one (a report
+    # names its launch's host frame): memcheck and synccheck must find
+    # nothing. Errors returned by CUDA calls are not its to report: our code
+    # checks each, and cuda-python, opening the driver, asks it for entry
+    # points it may lack (CUDA_ERROR_INVALID_VALUE from cuGetProcAddress).
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    for tool in memcheck synccheck; do
+      step "sanitize-$tool" "$cs" --tool $tool --report-api-errors no --error-exitcode 9 --print-limit 20 \
+        planner train --steps 10 --validate-every 0 --no-graphs --out "$out/sanitize-$tool" --quiet
+    done ;;&
   bench|all)
     step peaks python3 scripts/torch_peaks.py "$out/peaks.json"
     step table planner place --table --peaks "$out/peaks.json"
