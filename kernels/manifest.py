@@ -65,6 +65,9 @@ class Family:
     grid: Callable[[Constants, Scalars], tuple[int, int, int]]
     # bytes from each pointer argument the launch may touch
     extents: Callable[[Constants, Scalars], dict[str, int]]
+    # bytes of the arguments a launch touches fewer of than it may (a gather's
+    # rows of a table it may read anywhere): what its floor counts
+    least: Callable[[Constants, Scalars], dict[str, int]] = lambda c, s: {}
     registers: int = 64                     # the bound the source is compiled under
     shared: Callable[[Constants], int] = lambda c: 0
     constants: tuple[str, ...] = ()         # the constants the source needs
@@ -363,6 +366,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("gather", _args("out:w ids:r table:r"), _fixed(256), lambda c, s: (_blocks(c["rows"], 8), 1, 1),
            lambda c, s: {"out": c["rows"] * c["width"] * 4, "ids": c["rows"] * 4,
                          "table": c["vocab"] * c["width"] * 4},
+           least=lambda c, s: {"table": min(c["rows"], c["vocab"]) * c["width"] * 4},
            constants=("rows", "width", "vocab")),
     # a warp a row, four rows a block
     Family("layernorm-forward", _args("out:w in:r gamma:r beta:r statistics:w inverse_width:f32 epsilon:f32"),
@@ -405,7 +409,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("loss-target-gather", _args("correct:w logits:r targets:r"), _fixed(256),
            lambda c, s: (_blocks(c["rows"], 256), 1, 1),
            lambda c, s: {"correct": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "targets": c["rows"] * 4},
-           constants=("rows", "vocab")),
+           least=lambda c, s: {"logits": c["rows"] * 4}, constants=("rows", "vocab")),
     Family("cross-entropy", _args("loss:w logits:r correct:r log2e:f32 ln2:f32"), _fixed(256),
            lambda c, s: (c["rows"], 1, 1),
            lambda c, s: {"loss": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "correct": c["rows"] * 4},
@@ -422,6 +426,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: (min(_blocks(c["rows"], 16), FILL_BLOCKS), 1, 1),
            lambda c, s: {"gradient": c["vocab"] * c["width"] * 4, "dy": c["rows"] * c["width"] * 4,
                          "ids": c["rows"] * 4},
+           least=lambda c, s: {"gradient": min(c["rows"], c["vocab"]) * c["width"] * 4},
            registers=128, constants=("rows", "width", "vocab")),
     Family("adamw", _args(
         "parameters:rw gradients:r first_moments:rw second_moments:rw halves:w beta1:f32 one_minus_beta1:f32 "
@@ -514,6 +519,12 @@ class Image:
 
     def extents(self, scalars: Scalars) -> dict[str, int]:
         return FAMILIES[self.family].extents(self.constant_map, scalars)
+
+    def least(self, scalars: Scalars) -> dict[str, int]:
+        """The bytes of each pointer argument a launch must touch: its extent
+        but where the manifest says fewer (the launch's floor counts these;
+        the certificate, the extents)."""
+        return self.extents(scalars) | FAMILIES[self.family].least(self.constant_map, scalars)
 
     @property
     def per_step(self) -> tuple[str, ...]:

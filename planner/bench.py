@@ -15,8 +15,8 @@ one CUDA graph (the strongest). Warm-up is excluded; the median of the timed
 steps is reported, with CUDA events around each.
 
 Beside the step, each launch of the update is timed alone; the times are
-summed by image beside their floors (a launch's bytes over the copy
-bandwidth, or a product's operations over the matrix rate, both measured on
+summed by image beside their floors (the bytes a launch must move over the
+copy bandwidth, or a product's operations over the matrix rate, both measured on
 the device in the same run: `measure_ceilings`), and taken along the
 longest chain of the update's dependencies (`longest_chain_us`): where the
 step sits between that chain and the launches' sum says whether the chain or

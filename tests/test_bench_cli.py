@@ -158,3 +158,29 @@ def test_a_floor_is_over_the_ceiling_its_launch_meets(default_plan):
         assert floor_us(plan, i, Ceilings(bandwidth / 2, inf)) == pytest.approx(2 * copies)
         assert floor_us(plan, i, Ceilings(inf, rate / 2)) == pytest.approx(2 * products)
         assert floor_us(plan, i, H200_CEILINGS) == max(copies, products)
+
+
+def test_a_floor_counts_the_bytes_a_launch_must_move(default_plan):
+    """A gather's floor counts the rows it reads, not the table its manifest
+    lets it read them from (the certificate's extent); an element-wise
+    launch's, its whole extents; no floor counts more than the extents."""
+    from math import inf
+
+    from planner.schedule.urgency import Ceilings, floor_us
+
+    plan, copies = default_plan, Ceilings(1e6, inf)   # a byte a microsecond
+    rows, width = plan.config["shape"]["seq"], plan.config["shape"]["width"]
+    gathered = {"loss-target-gather": 3 * rows * 4,                                       # correct, logits, targets
+                "gather": 2 * rows * width * 4 + rows * 4,                                # out, table rows, ids
+                "embedding-scatter": 2 * rows * width * 4 + rows * width * 4 + rows * 4}  # rows read and written
+    seen = set()
+    for i, launch in enumerate(plan.launches):
+        family = plan.image[launch.image].family
+        claimed = sum((a.stop - a.start) * (2 if a.reads and a.writes else 1) for a in launch.accesses)
+        assert floor_us(plan, i, copies) <= claimed
+        if family in gathered:
+            assert floor_us(plan, i, copies) == gathered[family] < claimed
+            seen.add(family)
+        elif family in ("copy", "add", "layernorm-forward", "adamw"):
+            assert floor_us(plan, i, copies) == claimed
+    assert seen == set(gathered)

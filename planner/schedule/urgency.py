@@ -45,13 +45,15 @@ SLACK_SPREAD = 1 / 20
 
 
 def floor_us(plan: Plan, index: int, ceilings: Ceilings) -> float:
-    """A launch's floor on a device of these ceilings: its bytes over the
-    bandwidth, or a product's operations over the matrix rate, whichever is
-    larger."""
+    """A launch's floor on a device of these ceilings: the bytes it must
+    move over the bandwidth (its manifest's least: a gather's rows, not the
+    table it may read them from), or a product's operations over the matrix
+    rate, whichever is larger."""
     launch = plan.launches[index]
     img = plan.image[launch.image]
+    least = img.least(launch.scalars())
     # a read-write argument moves its bytes twice
-    moved = sum((a.stop - a.start) * (2 if a.reads and a.writes else 1) for a in launch.accesses)
+    moved = sum(least[a.argument] * (2 if a.reads and a.writes else 1) for a in launch.accesses)
     operations = 0
     if img.family.startswith("tiled"):
         c = img.constant_map
