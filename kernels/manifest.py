@@ -68,6 +68,9 @@ class Family:
     # bytes of the arguments a launch touches fewer of than it may (a gather's
     # rows of a table it may read anywhere): what its floor counts
     least: Callable[[Constants, Scalars], dict[str, int]] = lambda c, s: {}
+    # the operations of the matrix products a launch takes (a multiply and
+    # an add, two): its floor's other term, over the device's matrix rate
+    operations: Callable[[Constants], int] = lambda c: 0
     registers: int = 64                     # the bound the source is compiled under
     shared: Callable[[Constants], int] = lambda c: 0
     constants: tuple[str, ...] = ()         # the constants the source needs
@@ -223,6 +226,10 @@ def _product_block(c: Constants) -> int:
     return c["warps_m"] * c["warps_n"] * 32 * c["k_groups"] + (128 if c["wgmma"] >= 2 else 0)
 
 
+def _product_operations(c: Constants) -> int:
+    return 2 * c["m"] * c["n"] * c["k"]
+
+
 def _product_grid(c: Constants, s: Scalars) -> tuple[int, int, int]:
     """A block per tile of C (by its K blocks); with WGMMA 2 and 3 at most
     `per_sm` waves of blocks (as many as a multiprocessor holds at once),
@@ -279,6 +286,18 @@ _PRODUCT_CONSTANTS = ("a_layout", "b_layout", "m", "n", "k", "residual", "block_
 # rotary product's queries', keys' and values' heads (ROPE), the context
 # gradient's heads (BY_HEAD)
 HEADS_CONSTANTS = {"rope": ("seq", "heads", "kv_heads"), "heads": ("seq", "heads")}
+
+
+def _product_family(name: str, arguments: str, extents: Callable[[Constants, Scalars], dict[str, int]],
+                    shared: Callable[[Constants], int] | None = None,
+                    constants: tuple[str, ...] = _PRODUCT_CONSTANTS) -> Family:
+    """A matrix product of kernels/tiled.cu: its tile's block, grid and
+    shared memory, its epilogue's arguments and extents."""
+    return Family(name, _args(arguments), _product_block, _product_grid, extents, registers=255,
+                  shared=shared or _product_shared, constants=constants, operations=_product_operations,
+                  source="tiled")
+
+
 PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half", "tiled-gated", "tiled-rope", "tiled-heads")
 # what a product writes (its family, its key's suffix): C in binary32 (with R
 # added where it has one), C in the half format, the up and gate projections
@@ -329,8 +348,20 @@ def _attention_planes(c: Constants) -> dict[str, int]:
             "rows": b * h * s * 4, "merged": b * s * h * 64 * HALF_BYTES, "angles": s * 32 * 4}
 
 
+def _attention_operations(products: int) -> Callable[[Constants], int]:
+    """A walk's product operations: `products` products of 64 x 64 x 64 a
+    step (the forward's S and P V; the query walk's S, dP and dS K; the key
+    walk's S, dP, P dO and dS Q; the one-launch backward's both), a step for
+    each query head and each pair of a query tile and a key tile up to the
+    diagonal (the diagonal's tiles taken whole)."""
+    def operations(c: Constants) -> int:
+        tiles = c["seq"] // 64
+        return products * 2 * 64 ** 3 * c["batch"] * c["heads"] * tiles * (tiles + 1) // 2
+    return operations
+
+
 def _attention_backward_family(name: str, gradients: tuple[str, ...], blocks_by: str,
-                               shared: Callable[[Constants], int]) -> Family:
+                               shared: Callable[[Constants], int], products: int) -> Family:
     """A streaming attention backward image: what every walk reads, and the
     rows of the transposed qkv gradient its walks write (`gradients`: d_q a
     query head's, d_k and d_v a K/V head's), a block per 64 rows of each of
@@ -345,7 +376,8 @@ def _attention_backward_family(name: str, gradients: tuple[str, ...], blocks_by:
     return Family(name, _args(f"q:r k:r v:r d_out:r log_sum_exp:r row_terms:r {writes} cosine:r sine:r "
                               "stream_scale:f32 score_scale:f32"),
                   _attention_block, lambda c, s: (c["seq"] // 64, c[blocks_by], c["batch"]), extents,
-                  registers=255, shared=shared, constants=_ATTENTION_CONSTANTS)
+                  registers=255, shared=shared, operations=_attention_operations(products),
+                  constants=_ATTENTION_CONSTANTS)
 
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [
@@ -394,18 +426,19 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            lambda c, s: {"q": _attention_planes(c)["q"], "k": _attention_planes(c)["kv"],
                          "v": _attention_planes(c)["kv"], "out": _attention_planes(c)["merged"],
                          "log_sum_exp": _attention_planes(c)["rows"]},
-           registers=255, shared=_attention_shared(2 * _ATTENTION_TILE), constants=_ATTENTION_CONSTANTS),
+           registers=255, shared=_attention_shared(2 * _ATTENTION_TILE), operations=_attention_operations(2),
+           constants=_ATTENTION_CONSTANTS),
     # the backward's gradients land as the rows of the transposed qkv
     # gradient, the queries' and keys' turned back by the rotary angles
     _attention_backward_family("attention-query", ("d_q",), "heads",
-                               _attention_shared(2 * _ATTENTION_TILE, 2 * _ATTENTION_TILE)),
+                               _attention_shared(2 * _ATTENTION_TILE, 2 * _ATTENTION_TILE), 3),
     # (the key walk's own tiles are in shared memory on sm_90a alone: the
     # bytes given are that card's, every card's most, 49 KB a part)
     _attention_backward_family("attention-key", ("d_k", "d_v"), "kv_heads",
-                               _attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4, 2 * _ATTENTION_TILE, True)),
+                               _attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4, 2 * _ATTENTION_TILE, True), 4),
     # a part's stages are the larger walk's, the key walk's (attention-backward.cuh's PART_HALVES)
     _attention_backward_family("attention-backward", ("d_q", "d_k", "d_v"), "kv_heads",
-                               _attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4, 2 * _ATTENTION_TILE, True)),
+                               _attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4, 2 * _ATTENTION_TILE, True), 7),
     Family("loss-target-gather", _args("correct:w logits:r targets:r"), _fixed(256),
            lambda c, s: (_blocks(c["rows"], 256), 1, 1),
            lambda c, s: {"correct": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "targets": c["rows"] * 4},
@@ -442,38 +475,29 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            _fixed(256), lambda c, s: (_blocks(s["elements"], 256 * (8 if c["ffn"] % 8 == 0 else 1)), 1, 1),
            lambda c, s: _gelu_extents(c, s, ("gated_gradient",), ("pair_gradient", "pair")),
            constants=("half", "ffn")),
-    Family("tiled", _args("c:w a:r b:r"), _product_block,
-           _product_grid, _product_extents,
-           registers=255, shared=_product_shared, constants=_PRODUCT_CONSTANTS),
-    Family("tiled-add", _args("c:w a:r b:r r:r"), _product_block,
-           _product_grid, _product_extents,
-           registers=255, shared=_product_shared, source="tiled", constants=_PRODUCT_CONSTANTS),
+    _product_family("tiled", "c:w a:r b:r", _product_extents),
+    _product_family("tiled-add", "c:w a:r b:r r:r", _product_extents),
     # C rounded to the half format: a product whose only readers convert it
     # to the half format anyway, or compute from it in binary32 what the
     # half copy loses little of (the queries, keys and values; the up and
     # gate projections), at half the bytes written and read
-    Family("tiled-half", _args("c:w a:r b:r"), _product_block,
-           _product_grid, _half_product_extents,
-           registers=255, shared=_product_shared, source="tiled", constants=_PRODUCT_CONSTANTS),
+    _product_family("tiled-half", "c:w a:r b:r", _half_product_extents),
     # the up and gate projections (a half C) with the gated activation
     # gelu(gate) up in the epilogue (kernels/tiled.cu, GATED): the activation
     # takes no launch of its own, nor a reading of C
-    Family("tiled-gated", _args("c:w gated:w a:r b:r sqrt_two_over_pi:f32 cubic:f32 half:f32 one:f32"),
-           _product_block, _product_grid, _gated_product_extents,
-           registers=255, shared=_gated_product_shared, source="tiled", constants=_PRODUCT_CONSTANTS),
+    _product_family("tiled-gated", "c:w gated:w a:r b:r sqrt_two_over_pi:f32 cubic:f32 half:f32 one:f32",
+                    _gated_product_extents, shared=_gated_product_shared),
     # the queries, keys and values with the rotary turn in the epilogue
     # (kernels/tiled.cu, ROPE), stored by head: the seed's qk-rope takes no
     # launch of its own, nor a reading of C
-    Family("tiled-rope", _args("queries:w keys:w values:w a:r b:r cosine:r sine:r"),
-           _product_block, _product_grid, _rope_product_extents, registers=255, shared=_product_shared,
-           source="tiled", constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS["rope"]),
+    _product_family("tiled-rope", "queries:w keys:w values:w a:r b:r cosine:r sine:r", _rope_product_extents,
+                    constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS["rope"]),
     # the context's gradient by head in the half format, with the attention
     # backward's row terms from its rounded halves and the forward's output
     # in the epilogue (kernels/tiled.cu, BY_HEAD): the seed's token-to-head
     # takes no launch of its own, nor a binary32 C's round trip
-    Family("tiled-heads", _args("heads:w row_terms:w a:r b:r out:r"),
-           _product_block, _product_grid, _heads_product_extents, registers=255, shared=_heads_product_shared,
-           source="tiled", constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS["heads"]),
+    _product_family("tiled-heads", "heads:w row_terms:w a:r b:r out:r", _heads_product_extents,
+                    shared=_heads_product_shared, constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS["heads"]),
 ]}
 
 
@@ -525,6 +549,10 @@ class Image:
         but where the manifest says fewer (the launch's floor counts these;
         the certificate, the extents)."""
         return self.extents(scalars) | FAMILIES[self.family].least(self.constant_map, scalars)
+
+    @property
+    def operations(self) -> int:
+        return FAMILIES[self.family].operations(self.constant_map)
 
     @property
     def per_step(self) -> tuple[str, ...]:

@@ -16,8 +16,8 @@ steps is reported, with CUDA events around each.
 
 Beside the step, each launch of the update is timed alone; the times are
 summed by image beside their floors (the bytes a launch must move over the
-copy bandwidth, or a product's operations over the matrix rate, both measured on
-the device in the same run: `measure_ceilings`), and taken along the
+copy bandwidth, or its matrix products' operations over the matrix rate, both
+measured on the device in the same run: `measure_ceilings`), and taken along the
 longest chain of the update's dependencies (`longest_chain_us`): where the
 step sits between that chain and the launches' sum says whether the chain or
 the device's throughput holds it. The same run times each matrix product of
@@ -416,15 +416,36 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
     return {"attention_us": ours_us, "sdpa_us": sdpa_us, "output_difference": difference}
 
 
+def kind(image: str) -> str:
+    """What bounds an image's floor: the matrix rate (the products), or
+    the bytes (the attention walks, whose floors are their bytes, and the
+    launches that only move memory)."""
+    return "products" if image.startswith("tiled") else "attention" if image.startswith("attention") else "memory"
+
+
+def by_kind(kernels: dict[str, dict]) -> dict[str, tuple[float, float]]:
+    """launches_against_floors' kernels summed by kind: kind -> (total
+    microseconds, total floor microseconds)."""
+    out: dict[str, tuple[float, float]] = {}
+    for name, k in kernels.items():
+        us, floor = out.get(kind(name), (0.0, 0.0))
+        out[kind(name)] = (us + k["us"], floor + k["floor_us"])
+    return out
+
+
 def _print_kernels(row: dict, top: int = 12) -> None:
     kernels = row["kernels"]
     total, floor = sum(k["us"] for k in kernels.values()), sum(k["floor_us"] for k in kernels.values())
     print(f"{row['tokens']} tokens/step: {sum(k['launches'] for k in kernels.values())} launches, kernels "
           f"{total / 1e3:.2f} ms against floors of {floor / 1e3:.2f} ms, their longest chain "
           f"{row['chain_ms']:.2f} ms against {row['floor_chain_ms']:.2f}; step {row['plan_ms']:.2f} ms", flush=True)
-    for name, k in sorted(kernels.items(), key=lambda kv: -kv[1]["us"])[:top]:
+    print("  " + "; ".join(f"{name} {us / 1e3:.2f} ms against {floor / 1e3:.2f}"
+                           for name, (us, floor) in sorted(by_kind(kernels).items())), flush=True)
+    # the images furthest over their floors first: where the update's time over its floors goes
+    for name, k in sorted(kernels.items(), key=lambda kv: kv[1]["floor_us"] - kv[1]["us"])[:top]:
         print(f"  {name:36s} {k['launches']:4d} x {k['us'] / k['launches']:8.1f} us  floor "
-              f"{k['floor_us'] / k['launches']:7.1f}  ({k['us'] / max(k['floor_us'], 1e-9):4.1f}x)", flush=True)
+              f"{k['floor_us'] / k['launches']:7.1f}  ({k['us'] / max(k['floor_us'], 1e-9):4.1f}x, "
+              f"{(k['us'] - k['floor_us']) / 1e3:5.2f} ms over)", flush=True)
 
 
 def _print_products(row: dict) -> None:

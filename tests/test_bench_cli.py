@@ -107,6 +107,16 @@ def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
     assert "ceilings, measured here: copies 1.00 TB/s (bytes read and written), products 100 TFLOP/s" in out
     assert (f"{len(launches)} launches, kernels {len(launches) / 1e3:.2f} ms against floors of "
             f"{sum(floors.values()) / 1e3:.2f} ms") in out
+    # the same launches and floors by kind: the products, the attention walks and the rest
+    kinds = {}
+    for i in launches:
+        name = plan.launches[i].image
+        k = "products" if plan.image[name].family.startswith("tiled") else (
+            "attention" if plan.image[name].family.startswith("attention") else "memory")
+        us, floor = kinds.get(k, (0.0, 0.0))
+        kinds[k] = (us + 1.0, floor + floors[i])
+    assert sorted(kinds) == ["attention", "memory", "products"]
+    assert "; ".join(f"{k} {us / 1e3:.2f} ms against {floor / 1e3:.2f}" for k, (us, floor) in sorted(kinds.items())) in out
 
 
 def test_a_products_row_is_a_launchs_mean_beside_the_anchors():
@@ -154,7 +164,8 @@ def test_a_floor_is_over_the_ceiling_its_launch_meets(default_plan):
     plan, (bandwidth, rate) = default_plan, (H200_CEILINGS.bandwidth, H200_CEILINGS.matrix_rate)
     for i, launch in enumerate(plan.launches):
         copies, products = floor_us(plan, i, Ceilings(bandwidth, inf)), floor_us(plan, i, Ceilings(inf, rate))
-        assert copies > 0 and (products > 0) == launch.image.startswith("tiled")
+        family = plan.image[launch.image].family
+        assert copies > 0 and (products > 0) == family.startswith(("tiled", "attention"))
         assert floor_us(plan, i, Ceilings(bandwidth / 2, inf)) == pytest.approx(2 * copies)
         assert floor_us(plan, i, Ceilings(inf, rate / 2)) == pytest.approx(2 * products)
         assert floor_us(plan, i, H200_CEILINGS) == max(copies, products)
@@ -184,3 +195,25 @@ def test_a_floor_counts_the_bytes_a_launch_must_move(default_plan):
         elif family in ("copy", "add", "layernorm-forward", "adamw"):
             assert floor_us(plan, i, copies) == claimed
     assert seen == set(gathered)
+
+
+def test_an_attention_walks_floor_counts_its_products(default_plan):
+    """A walk's operations are its products of 64 x 64 x 64 over the query
+    and key tiles up to the diagonal: two a step forward, three in the
+    query walk, four in the key walk, seven in the one-launch backward."""
+    plan = default_plan
+    shape = plan.config["shape"]
+    tiles = shape["seq"] // 64
+    steps = shape["batch"] * shape["heads"] * tiles * (tiles + 1) // 2
+    products = {"attention-forward": 2, "attention-query": 3, "attention-key": 4, "attention-backward": 7}
+    seen = set()
+    for img in plan.image.values():
+        if img.family.startswith("attention"):
+            assert img.operations == products[img.family] * steps * 2 * 64 ** 3
+            seen.add(img.family)
+        elif img.family.startswith("tiled"):
+            c = img.constant_map
+            assert img.operations == 2 * c["m"] * c["n"] * c["k"]
+        else:
+            assert img.operations == 0
+    assert "attention-forward" in seen and seen & {"attention-backward", "attention-key"}

@@ -13,8 +13,9 @@ values or its safety: the dependencies do, and the certificate decides
 ordering over those alone.
 
 A launch's cost is estimated from the plan alone: its floor on the H200
-(the bytes it moves over the bandwidth, or a product's operations over the
-matrix rate) plus what any launch costs the device, however small.
+(the bytes it must move over the bandwidth, or its matrix products'
+operations over the matrix rate) plus what any launch costs the device,
+however small.
 """
 
 from __future__ import annotations
@@ -47,18 +48,15 @@ SLACK_SPREAD = 1 / 20
 def floor_us(plan: Plan, index: int, ceilings: Ceilings) -> float:
     """A launch's floor on a device of these ceilings: the bytes it must
     move over the bandwidth (its manifest's least: a gather's rows, not the
-    table it may read them from), or a product's operations over the matrix
-    rate, whichever is larger."""
+    table it may read them from), or the operations of its matrix products
+    (a tiled product's, an attention walk's) over the matrix rate,
+    whichever is larger."""
     launch = plan.launches[index]
     img = plan.image[launch.image]
     least = img.least(launch.scalars())
     # a read-write argument moves its bytes twice
     moved = sum(least[a.argument] * (2 if a.reads and a.writes else 1) for a in launch.accesses)
-    operations = 0
-    if img.family.startswith("tiled"):
-        c = img.constant_map
-        operations = 2 * c["m"] * c["n"] * c["k"]
-    return max(moved / ceilings.bandwidth, operations / ceilings.matrix_rate) * 1e6
+    return max(moved / ceilings.bandwidth, img.operations / ceilings.matrix_rate) * 1e6
 
 
 def slack(waits: Iterable[tuple[int, tuple[int, ...]]], cost: Mapping[int, float]) -> tuple[float, dict[int, float]]:
