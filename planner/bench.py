@@ -417,9 +417,9 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
 
 
 def kind(image: str) -> str:
-    """What bounds an image's floor: the matrix rate (the products), or
-    the bytes (the attention walks, whose floors are their bytes, and the
-    launches that only move memory)."""
+    """The kind an image's time and floors are summed under: the tiled
+    products, the attention walks (which multiply and move their tiles),
+    and the launches that only move memory."""
     return "products" if image.startswith("tiled") else "attention" if image.startswith("attention") else "memory"
 
 
