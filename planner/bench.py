@@ -416,31 +416,30 @@ def attention_vs_sdpa(config: Config, gpu, repeats: int = 20) -> dict[str, float
     return {"attention_us": ours_us, "sdpa_us": sdpa_us, "output_difference": difference}
 
 
-def kind(image: str) -> str:
-    """The kind an image's time and floors are summed under: the tiled
-    products, the attention walks (which multiply and move their tiles),
-    and the launches that only move memory."""
-    return "products" if image.startswith("tiled") else "attention" if image.startswith("attention") else "memory"
-
-
-def by_kind(kernels: dict[str, dict]) -> dict[str, tuple[float, float]]:
-    """launches_against_floors' kernels summed by kind: kind -> (total
+def by_kind(plan, kernels: dict[str, dict]) -> dict[str, tuple[float, float]]:
+    """launches_against_floors' kernels summed by their images' kind (the
+    matrix products, the streaming attention walks, which multiply and move
+    their tiles, and the launches that only move memory): kind -> (total
     microseconds, total floor microseconds)."""
+    from planner.kernels.manifest import PRODUCT_FAMILIES, STREAMING_ATTENTION
+
     out: dict[str, tuple[float, float]] = {}
     for name, k in kernels.items():
-        us, floor = out.get(kind(name), (0.0, 0.0))
-        out[kind(name)] = (us + k["us"], floor + k["floor_us"])
+        family = plan.image[name].family
+        kind = "products" if family in PRODUCT_FAMILIES else "attention" if family in STREAMING_ATTENTION else "memory"
+        us, floor = out.get(kind, (0.0, 0.0))
+        out[kind] = (us + k["us"], floor + k["floor_us"])
     return out
 
 
-def _print_kernels(row: dict, top: int = 12) -> None:
+def _print_kernels(plan, row: dict, top: int = 12) -> None:
     kernels = row["kernels"]
     total, floor = sum(k["us"] for k in kernels.values()), sum(k["floor_us"] for k in kernels.values())
     print(f"{row['tokens']} tokens/step: {sum(k['launches'] for k in kernels.values())} launches, kernels "
           f"{total / 1e3:.2f} ms against floors of {floor / 1e3:.2f} ms, their longest chain "
           f"{row['chain_ms']:.2f} ms against {row['floor_chain_ms']:.2f}; step {row['plan_ms']:.2f} ms", flush=True)
     print("  " + "; ".join(f"{name} {us / 1e3:.2f} ms against {floor / 1e3:.2f}"
-                           for name, (us, floor) in sorted(by_kind(kernels).items())), flush=True)
+                           for name, (us, floor) in sorted(by_kind(plan, kernels).items())), flush=True)
     # the images furthest over their floors first: where the update's time over its floors goes
     for name, k in sorted(kernels.items(), key=lambda kv: kv[1]["floor_us"] - kv[1]["us"])[:top]:
         print(f"  {name:36s} {k['launches']:4d} x {k['us'] / k['launches']:8.1f} us  floor "
@@ -511,7 +510,7 @@ def run(args: argparse.Namespace) -> int:
         for setup in args.anchors:
             row[f"torch_{setup}_ms"] = torch_step_ms(config, timing.parameters, setup)
         rows.append(row)
-        _print_kernels(row)
+        _print_kernels(plan, row)
         _print_products(row)
     setups = args.anchors
     print(f"\n{'tokens/step':>12} {'plan ms':>8} {'(host)':>8} " + " ".join(f"{s:>18}" for s in setups)
