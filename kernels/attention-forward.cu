@@ -4,7 +4,9 @@
 // 64-key tile up to the diagonal one, forms the scores with the tensor cores
 // in base 2 (t = q.k stream_scale, stream_scale = log2(e) / sqrt(64)), folds
 // them into a running row maximum m, sum l and weighted sum O (a new maximum
-// m' scales the old l and O by 2^(m - m')), and adds the tile's P V with P
+// m' scales the old l and O by 2^(m - m'), once some row of the warp's has
+// passed its m by 2^RESCALE_AFTER: until then the terms 2^(t - m) stay on
+// the old m, at most 2^RESCALE_AFTER each), and adds the tile's P V with P
 // rounded to the half format. The key tile and the value tile (both
 // [b][g][s][64], the layout the backward reads them in; the value tile serves
 // as columns) are double-buffered in each part's shared memory, the next pair
@@ -16,6 +18,10 @@
 // by side); log_sum_exp[b][h][s] = m + log2 l, base 2, which the backward
 // recomputes the probabilities from.
 #include "attention.cuh"
+
+// how far (base 2) a row's largest score may pass its running maximum
+// before O, l and m are moved to it: the terms 2^(t - m) stay at most 2^8
+constexpr float RESCALE_AFTER = 8.0f;
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __restrict__ v, HALF* __restrict__ out,
@@ -69,25 +75,44 @@ image(const HALF* __restrict__ q, const HALF* __restrict__ k, const HALF* __rest
     // the scores in base 2 are q.k stream_scale: a row's largest is its
     // largest q.k so scaled (stream_scale > 0, and rounding keeps the order),
     // and each term is 2^(q.k stream_scale - m) with one rounding
+    float top[2];
 #pragma unroll
     for (int half_row = 0; half_row < 2; ++half_row) {
-      float top = s[0][2 * half_row];
+      top[half_row] = s[0][2 * half_row];
 #pragma unroll
-      for (int n = 0; n < 8; ++n) top = fmaxf(top, fmaxf(s[n][2 * half_row], s[n][2 * half_row + 1]));
-      // finite: every row sees the first key of the part's first tile
-      top = fmaxf(m[half_row], quad_max(top) * stream_scale);
-      const float rescale = fast_exp2(m[half_row] - top);
-      m[half_row] = top;
+      for (int n = 0; n < 8; ++n)
+        top[half_row] = fmaxf(top[half_row], fmaxf(s[n][2 * half_row], s[n][2 * half_row + 1]));
+      top[half_row] = quad_max(top[half_row]) * stream_scale;
+    }
+    // O, l and m move to a new maximum only where a row of the warp's grows
+    // past 2^RESCALE_AFTER of its m (and on the first tile, m = -inf); else
+    // the terms stay on the old m, at most 2^RESCALE_AFTER each, and O / l
+    // and m + log2 l come out the same sums
+    if (__any_sync(0xffffffffu, top[0] > m[0] + RESCALE_AFTER || top[1] > m[1] + RESCALE_AFTER)) {
+#pragma unroll
+      for (int half_row = 0; half_row < 2; ++half_row) {
+        // finite: every row sees the first key of the part's first tile
+        const float grown = fmaxf(m[half_row], top[half_row]);
+        const float rescale = fast_exp2(m[half_row] - grown);
+        m[half_row] = grown;
+        l[half_row] *= rescale;
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+          for (int e = 2 * half_row; e < 2 * half_row + 2; ++e) o[n][e] *= rescale;
+      }
+    }
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
       float sum = 0.0f;
 #pragma unroll
       for (int n = 0; n < 8; ++n)
 #pragma unroll
         for (int e = 2 * half_row; e < 2 * half_row + 2; ++e) {
-          s[n][e] = fast_exp2(fmaf(s[n][e], stream_scale, -top));
+          s[n][e] = fast_exp2(fmaf(s[n][e], stream_scale, -m[half_row]));
           sum += s[n][e];
-          o[n][e] *= rescale;
         }
-      l[half_row] = l[half_row] * rescale + sum;  // this lane's part of the row sum
+      l[half_row] += sum;  // this lane's part of the row sum
     }
 
     unsigned fp[4][4];
