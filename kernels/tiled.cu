@@ -573,6 +573,21 @@ __device__ __forceinline__ void finish(C_ELEMENT* c, Pairs pairs EPILOGUE_PARAME
   if constexpr (STORED) pairs([&](float& v0, float& v1, int row, int column) { store_pair(c, row, column, v0, v1); });
 }
 
+// A warpgroup thread's pairs of COUNT n-tiles of its sums d from n-tile
+// `first`, as `finish` walks them: visit(the pair's two values, row,
+// column) for each, n-tile j's at rows row0 and row0 + 8, columns
+// column0 + 8 j and the next
+template <int COUNT, int VALUES>
+__device__ __forceinline__ auto warpgroup_pairs(float (&d)[VALUES], int first, int row0, int column0) {
+  return [&d, first, row0, column0](auto visit) {
+#pragma unroll
+    for (int j = first; j < first + COUNT; ++j)
+#pragma unroll
+      for (int half_row = 0; half_row < 2; ++half_row)
+        visit(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1], row0 + 8 * half_row, column0 + 8 * j);
+  };
+}
+
 // The K groups' sums meet, once every copy has landed and every warp has read
 // its last stage (the later groups' go where the rings were); the first group
 // adds them in group order. Whether the thread goes on to store them (it is in
@@ -832,13 +847,7 @@ __device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[4 * D_T
 #else
 #pragma unroll
   for (int j0 = 0; j0 < D_TILES; j0 += CHUNK) {
-    finish(c, [&](auto visit) {
-#pragma unroll
-      for (int j = j0; j < j0 + CHUNK; ++j)
-#pragma unroll
-        for (int half_row = 0; half_row < 2; ++half_row)
-          visit(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1], row0 + 8 * half_row, column0 + 8 * j);
-    } EPILOGUE_ARGUMENT);
+    finish(c, warpgroup_pairs<CHUNK>(d, j0, row0, column0) EPILOGUE_ARGUMENT);
   }
 #endif
 }
@@ -1458,13 +1467,7 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
           store_pair(c, row0 + 8 * half_row, column0 + 8 * j, d[4 * j + 2 * half_row] + residual[j][half_row].x,
                      d[4 * j + 2 * half_row + 1] + residual[j][half_row].y);
       if constexpr (EARLY_R < BLOCK_N / 8) {  // the rest of R, read together once the first half is stored
-        finish(c, [&](auto visit) {
-#pragma unroll
-          for (int j = EARLY_R; j < BLOCK_N / 8; ++j)
-#pragma unroll
-            for (int half_row = 0; half_row < 2; ++half_row)
-              visit(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1], row0 + 8 * half_row, column0 + 8 * j);
-        } EPILOGUE_ARGUMENT);
+        finish(c, warpgroup_pairs<BLOCK_N / 8 - EARLY_R>(d, EARLY_R, row0, column0) EPILOGUE_ARGUMENT);
       }
     }
 #elif defined(IMAGE_FAMILY_TILED_ROPE)
