@@ -1538,13 +1538,7 @@ __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigne
       const int row = block_m + h * 64 + warp * 16 + (lane >> 2), column = block_n + 2 * (lane & 3);
       if constexpr (STAGED_C) {
 #if defined(IMAGE_FAMILY_TILED_ADD)
-        finish<false>(c, [&](auto visit) {
-#pragma unroll
-          for (int j = 0; j < BLOCK_N / 8; ++j)
-#pragma unroll
-            for (int half_row = 0; half_row < 2; ++half_row)
-              visit(d[h][4 * j + 2 * half_row], d[h][4 * j + 2 * half_row + 1], row + 8 * half_row, column + 8 * j);
-        } EPILOGUE_ARGUMENT);
+        finish<false>(c, warpgroup_pairs<BLOCK_N / 8>(d[h], 0, row, column) EPILOGUE_ARGUMENT);
 #endif
         store_staged<WARPGROUP < 0 ? 0 : WARPGROUP>(d[h], block_m + h * 64, block_n, map_c);
       } else {
