@@ -10,7 +10,8 @@ keeping it live.  Pattern kernels add what chains cannot provoke: unrolled
 shared-memory loads, slow paths of division and square root, 64-bit row
 offsets, tensor-core chains, cp.async pipelines, local arrays, a lane's
 election, a warp's shared loads read behind its shuffles, a half C's
-stores between the shuffles that pair its words.
+stores between the shuffles that pair its words, tensor-core sums spilled
+as they are made.
 
 Following one path from every producer to its first reader, this script
 reads, per architecture:
@@ -540,6 +541,7 @@ LAYERNORM_PATTERN = Path(__file__).resolve().parent / "sass_pattern_layernorm.cu
 LAYERNORM_OPTIONS = ["-std=c++17", "-default-device", "--maxrregcount=128"]
 STORE_PATTERN = Path(__file__).resolve().parent / "sass_pattern_store.cu"
 STORE_OPTIONS = ["-std=c++17"]
+SPILL_PATTERN = Path(__file__).resolve().parent / "sass_pattern_spill.cu"
 
 
 def compile_cubin(text: str, arch: str) -> bytes:
@@ -554,7 +556,9 @@ def corpus_functions(arch: str) -> dict[str, Function]:
     norms = [compile_source(LAYERNORM_PATTERN.read_text(), LAYERNORM_PATTERN.name,
                             [f"-arch={arch}", f"-DLAYERNORM_ADD={add}", *LAYERNORM_OPTIONS]) for add in (0, 1)]
     store = compile_source(STORE_PATTERN.read_text(), STORE_PATTERN.name, [f"-arch={arch}", *STORE_OPTIONS])
-    out = disassemble(compile_cubin(source(), arch)) | disassemble(attention) | disassemble(rope) | disassemble(store)
+    spill = compile_source(SPILL_PATTERN.read_text(), SPILL_PATTERN.name, [f"-arch={arch}", *STORE_OPTIONS])
+    out = (disassemble(compile_cubin(source(), arch)) | disassemble(attention) | disassemble(rope)
+           | disassemble(store) | disassemble(spill))
     for cubin in norms:
         out |= disassemble(cubin)
     return out
@@ -780,18 +784,31 @@ def _row(row: dict[str, list[Read]], late: dict[str, int]) -> dict[str, int] | N
     return entry
 
 
+# Stores take the data they store late, all alike: a store is measured
+# against the readers that are not stores, so that another store read as
+# late (a spill beside a store to global memory, both 23 cycles after an
+# HMMA that every other reader waits 24 for) does not hide it.
+STORES = frozenset({"ST", "STG", "STL", "STS"})
+
+
+def _store(reader: str) -> bool:
+    return reader.split(".")[0] in STORES
+
+
 def _late_readers(samples: dict[str, dict[str, list[Read]]]) -> dict[str, int]:
     """R: how much sooner than a producer's other readers ptxas has let a reader
     take a data register (not a predicate: some readers take predicates as
     early as a guard).  Only adjacent readings by other readers (distances
     known to be ptxas's requirement) count, so a loosely measured producer
-    never makes a reader late."""
+    never makes a reader late; a store counts only readers that are not
+    stores (STORES)."""
     late: dict[str, int] = {}
     for row in samples.values():
         for reader, readings in row.items():
             data = [r.distance for r in readings if not r.predicate]
             tight = [
-                r.distance for c, rs in row.items() if c not in (reader, GUARD) for r in rs
+                r.distance for c, rs in row.items()
+                if c not in (reader, GUARD) and not (_store(reader) and _store(c)) for r in rs
                 if r.adjacent and not r.predicate
             ]
             if reader == GUARD or not tight or not data:

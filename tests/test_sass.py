@@ -29,7 +29,7 @@ pytest.importorskip("cuda.bindings.nvrtc")
 # the pattern kernels and their compiler options, as the latency miner takes them
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from sass_latencies import (LAYERNORM_OPTIONS, LAYERNORM_PATTERN, ROPE_OPTIONS, ROPE_PATTERN,  # noqa: E402
-                            STORE_OPTIONS, STORE_PATTERN)
+                            SPILL_PATTERN, STORE_OPTIONS, STORE_PATTERN)
 
 KERNELS = Path(__file__).with_name("sass_kernels.cu")
 MUTATIONS_PER_KIND = 100  # per architecture
@@ -282,6 +282,34 @@ def test_stores_read_their_operands_in_issue_order_with_shuffles_as_ptxas_relies
     report = _sm90_pattern_without_class(STORE_PATTERN, STORE_OPTIONS, "STG")
     assert report.findings and all(f.kind == "read-barrier" and f.producer_text.startswith("STG")
                                    and f.consumer_text.startswith("SHFL") for f in report.findings)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_spills_take_their_data_late_as_stores_do(arch):
+    """Tensor-core sums spilled as they are made (scripts/sass_pattern_spill.cu):
+    ptxas stores an HMMA's sums to local memory 23 cycles after it, where
+    every reader but a store waits 24. With the model's late read of a
+    spill's data (R 1, as a global store's) the schedule passes; without it
+    each spill is refused as too soon. On sm_90 ptxas also lets a spill's
+    refill overwrite an address register a global load's read barrier
+    protects: without local loads in the global loads' operand-order class
+    that overwrite is refused."""
+    cubin = compile_source(SPILL_PATTERN.read_text(), SPILL_PATTERN.name, [f"-arch={arch}", *STORE_OPTIONS])
+    assert check_cubin(cubin, arch).status == "pass"
+    model = default_model()
+    m = model.arch(arch)
+    assert m.readers["STL"] == 1 and m.readers["STG"] == 1
+    on_time = replace(m, readers={key: r for key, r in m.readers.items() if key != "STL"})
+    report = check_cubin(cubin, arch, replace(model, archs={**model.archs, arch: on_time}, digest="spills on time"))
+    assert report.findings and all(
+        f.kind == "fixed-latency" and f.producer_text.startswith("HMMA.16816.F32")
+        and f.consumer_text.startswith("STL") and (f.cycles_counted, f.cycles_needed) == (23, 24)
+        for f in report.findings)
+    if arch == "sm_90":
+        apart = replace(m, operand_order=tuple(c - {"LDL"} for c in m.operand_order))
+        report = check_cubin(cubin, arch, replace(model, archs={**model.archs, arch: apart}, digest="refills apart"))
+        assert report.findings and all(f.kind == "read-barrier" and f.producer_text.startswith("LDG")
+                                       and f.consumer_text.startswith("LDL") for f in report.findings)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
