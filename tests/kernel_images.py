@@ -167,8 +167,10 @@ def rope_images() -> list[tuple[int, Image]]:
 # (27, and in K groups 28; other cards: the warps' path, a head across two
 # warps) and the warpgroups fed by tensor copies sharing tiles (40), taking
 # tiles in turn (41) or a tile's K steps in turn (54) (other cards: the
-# warps walking the tiles, a head across two warps, their sums past the ring)
-HEADS_TILES = (2, 8, 18, 27, 28, 40, 41, 54)
+# warps walking the tiles, a head across two warps, their sums past the ring),
+# and the walk of 256 columns (66: four heads a tile; on other cards its sums
+# spilled as they are made)
+HEADS_TILES = (2, 8, 18, 27, 28, 40, 41, 54, 66)
 
 
 def heads_images() -> list[tuple[int, Image]]:
