@@ -792,7 +792,7 @@ STORES = frozenset({"ST", "STG", "STL", "STS"})
 
 
 def _store(reader: str) -> bool:
-    return reader.split(".")[0] in STORES
+    return _base(reader) in STORES
 
 
 def _late_readers(samples: dict[str, dict[str, list[Read]]]) -> dict[str, int]:
