@@ -286,3 +286,40 @@ def test_kernel_matches_its_reference(device, table, shape, img, request):
         if error > limit:
             failures.append(f"{a.name}: relative error {error:.3e} over {limit:.0e}")
     assert not failures, f"inputs seed {seed}: " + "; ".join(failures)
+
+
+# static shared memory beside 48 KB of dynamic: together past what a block
+# may take without asking (each thread sums its words of both)
+SHARED_SUM = """
+extern "C" __global__ void image(unsigned* out) {
+  __shared__ unsigned fixed[64];
+  extern __shared__ unsigned dynamic[];
+  constexpr int WORDS = 48 * 1024 / 4;
+  for (int i = threadIdx.x; i < WORDS; i += blockDim.x) dynamic[i] = 3u * i + 1u;
+  if (threadIdx.x < 64) fixed[threadIdx.x] = 7u * threadIdx.x + 5u;
+  __syncthreads();
+  unsigned sum = fixed[threadIdx.x % 64];
+  for (int i = threadIdx.x; i < WORDS; i += blockDim.x) sum += dynamic[i];
+  out[threadIdx.x] = sum;
+}
+"""
+
+
+def test_a_kernel_with_static_shared_memory_takes_48_kb_of_dynamic_beside_it(device):
+    from planner.runtime.nvrtc import compile_source
+
+    driver, handle = device
+    threads, words = 256, 48 * 1024 // 4
+    kernel = driver.load_kernel(compile_source(SHARED_SUM, "shared_sum.cu", [f"-arch={handle.arch}"]), 48 * 1024)
+    out = driver.allocate(4 * threads)
+    try:
+        driver.copy_to_device(out, bytes([POISON_BYTE]) * 4 * threads)
+        driver.launch(kernel, (1, 1, 1), threads, 48 * 1024, np.uint64(out).tobytes())
+        driver.synchronize()
+        got = np.frombuffer(driver.copy_to_host(out, 4 * threads), np.uint32)
+    finally:
+        driver.release(out)
+        driver.unload_kernel(kernel)
+    t = np.arange(threads, dtype=np.uint64)
+    want = (7 * (t % 64) + 5 + sum(3 * (t + k) + 1 for k in range(0, words, threads))) % 2**32
+    assert np.array_equal(got, want.astype(np.uint32))

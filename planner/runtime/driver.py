@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 _BUFFER_POINTER, _BUFFER_SIZE, _END = 1, 2, 0
-# Dynamic shared memory a kernel may take without asking for more.
-DEFAULT_SHARED_LIMIT = 48 * 1024
 
 
 class DriverError(RuntimeError):
@@ -80,10 +78,13 @@ class Kernel:
 
 def load_kernel(cubin: bytes, shared_bytes: int = 0, name: str = "image") -> Kernel:
     """Load a cubin and find its kernel; allow it `shared_bytes` of dynamic
-    shared memory when that is more than the default."""
+    shared memory. Asked whenever it takes any: a block may take 48 KB of
+    shared memory without asking, its static and dynamic bytes together, so
+    a kernel with static shared memory is refused dynamic bytes under 48 KB
+    that bring the sum past it (CUDA_ERROR_INVALID_VALUE at launch)."""
     module = call("cuModuleLoadData", cubin)
     function = call("cuModuleGetFunction", module, name.encode())
-    if shared_bytes > DEFAULT_SHARED_LIMIT:
+    if shared_bytes:
         attribute = _driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         call("cuFuncSetAttribute", function, attribute, shared_bytes)
     return Kernel(module, function)
