@@ -50,7 +50,8 @@ from unittest import mock
 
 import torch
 
-from planner.bench import batches_argument, matmul_operands, plan_step_ms, same_result, torch_graph_us, torch_half
+from planner.bench import (batches_argument, matmul_operands, plan_step_ms, require_finite, same_result,
+                           torch_graph_us, torch_half)
 from planner.kernels import manifest
 from planner.certify.machine import unwaited
 from planner.certify.sass import check_cubin
@@ -282,13 +283,16 @@ def step_medians(key: str, batch: int, tiles: list[int], rounds: int) -> dict[st
     """The update's median ms (CUDA events, as `planner bench` times the
     plan's step) with each tile for the product `key`, in turn for `rounds`
     rounds: tile -> the mean of its medians. The plans are timed as
-    measurements of candidates, not certified runs."""
+    measurements of candidates, not certified runs, and only where every
+    update's loss is finite (require_finite)."""
     medians: dict[int, list[float]] = {tile: [] for tile in tiles}
     gpu = driver.open_device()
     try:
         for _ in range(rounds):
             for tile in tiles:
-                medians[tile].append(plan_step_ms(plan_with(key, tile, batch), gpu).events_ms)
+                timing = plan_step_ms(plan_with(key, tile, batch), gpu)
+                require_finite(timing.losses)
+                medians[tile].append(timing.events_ms)
                 print(f"{key} tile {tile}: update {medians[tile][-1]:.4f} ms", flush=True)
     finally:
         driver.close_device(gpu)

@@ -54,6 +54,29 @@ def test_a_bad_configuration_is_refused_first(tmp_path, capsys):
 
 
 
+def test_a_plan_whose_losses_are_not_finite_is_not_timed(tmp_path, monkeypatch, capsys):
+    # an update on NaNs runs faster than on finite numbers: its time would
+    # flatter the plan, so the bench refuses it and writes nothing
+    import numpy as np
+
+    import planner.certify
+    import planner.runtime.cuda
+    from planner import bench
+    monkeypatch.setattr(planner.runtime.cuda, "open_gpu", lambda: object())
+    monkeypatch.setattr(planner.certify, "demand_certificate", lambda plan: None)
+    monkeypatch.setattr(bench, "measure_ceilings", lambda half: pytest.fail("timed on past the refusal"))
+    monkeypatch.setattr(bench, "plan_step_ms", lambda plan, gpu, certificate: bench.StepTiming(
+        2.1, 2.0, [9.5, 9.4, float("nan"), float("nan")], np.zeros(1), 0, {}))
+    target = tmp_path / "bench.json"
+    assert main(["bench", "--batches", "1", "--json", str(target)]) == 1
+    assert capsys.readouterr().err == ("planner bench: refused: the plan's loss of timed update 3 is nan, not a "
+                                       "finite number: an update on NaNs runs faster, so it is not timed\n")
+    assert list(tmp_path.iterdir()) == []
+    bench.require_finite([9.5, 9.4])  # finite losses pass
+    with pytest.raises(bench.NotFinite, match="update 1 is inf"):
+        bench.require_finite([float("inf")])
+
+
 def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
     # the GPU's parts replaced by fixed figures: what is left is the bench's
     # own work, the table and the JSON from the rows it gathers
