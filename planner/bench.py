@@ -109,8 +109,8 @@ def require_finite(losses: list[float]) -> None:
     NaNs, not the plan."""
     bad = next((i for i, loss in enumerate(losses) if not math.isfinite(loss)), None)
     if bad is not None:
-        raise NotFinite(f"the plan's loss of timed update {bad + 1} is {losses[bad]}, not a finite number: "
-                        "an update on NaNs runs faster, so it is not timed")
+        raise NotFinite(f"the plan's loss of update {bad + 1} (of the {len(losses)} run) is {losses[bad]}, not a "
+                        "finite number: an update on NaNs runs faster, so it is not timed")
 
 
 def plan_step_ms(plan, gpu, certificate=None) -> StepTiming:

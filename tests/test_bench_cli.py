@@ -69,11 +69,11 @@ def test_a_plan_whose_losses_are_not_finite_is_not_timed(tmp_path, monkeypatch, 
         2.1, 2.0, [9.5, 9.4, float("nan"), float("nan")], np.zeros(1), 0, {}))
     target = tmp_path / "bench.json"
     assert main(["bench", "--batches", "1", "--json", str(target)]) == 1
-    assert capsys.readouterr().err == ("planner bench: refused: the plan's loss of timed update 3 is nan, not a "
-                                       "finite number: an update on NaNs runs faster, so it is not timed\n")
+    assert capsys.readouterr().err == ("planner bench: refused: the plan's loss of update 3 (of the 4 run) is nan, "
+                                       "not a finite number: an update on NaNs runs faster, so it is not timed\n")
     assert list(tmp_path.iterdir()) == []
     bench.require_finite([9.5, 9.4])  # finite losses pass
-    with pytest.raises(bench.NotFinite, match="update 1 is inf"):
+    with pytest.raises(bench.NotFinite, match=r"update 1 \(of the 1 run\) is inf"):
         bench.require_finite([float("inf")])
 
 
