@@ -803,17 +803,28 @@ def recorded_tiles() -> dict[str, int]:
     return {key: row["tile"] for key, row in _tiles_table()["choices"].items()}
 
 
+# a share of the rows (A's, of a product reading A as rows) as small as a
+# sixteenth of a recorded product's finds its tile
+MAX_SHARE_SHIFT = 4
+
+
 def recorded_tile(a_layout: str, b_layout: str, m: int, n: int, k: int, residual: bool,
                   output: str = "binary32") -> int | None:
     """The tile the table records for the product; for an output the sweep
     has not measured at this shape yet, the tile it records for the same
-    shape with a binary32 C (the same operands and walk, another epilogue),
-    until a sweep of the key records its own."""
+    shape with a binary32 C (the same operands and walk, another epilogue);
+    for a product over a share of the step's rows (the forward's shares,
+    launches.forward_shares), the tile it records for the product over
+    twice, four times, ... as many rows, the nearest first: until a sweep
+    of the key records its own."""
     recorded = recorded_tiles()
-    key = product_key(a_layout, b_layout, m, n, k, residual, output)
-    if key in recorded:
-        return recorded[key]
-    return recorded.get(product_key(a_layout, b_layout, m, n, k, residual))
+    shifts = MAX_SHARE_SHIFT if a_layout == "r" else 0  # A's rows, the tokens: the forward's products
+    for rows in (m << shift for shift in range(shifts + 1)):
+        for key in (product_key(a_layout, b_layout, rows, n, k, residual, output),
+                    product_key(a_layout, b_layout, rows, n, k, residual)):
+            if key in recorded:
+                return recorded[key]
+    return None
 
 
 def shared_limit_of_tiles() -> int:

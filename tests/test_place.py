@@ -23,6 +23,8 @@ from planner.place.relocate import relocate
 from planner.place.search import improve
 from planner.place.table import Row, format_table, table_json, verify
 from planner.schedule import build_plan
+from planner.schedule.arena import seed_layout
+from planner.schedule.launches import forward_shares
 from planner.schedule.plan import SUBMIT, dumps, loads
 from tests.conftest import SMALL, refused, shapes
 
@@ -80,8 +82,17 @@ def test_banks_are_pinned_for_the_whole_run_and_saved_activations_split(small_pl
     assert all(t.live == ((0, lv.positions - 1),) for t in pinned.values())
     saved = small_plan.plane["saved-activations"]
     inside = [t for t in lv.movable() if saved.offset <= t.start and t.stop <= saved.stop]
-    # 12 items per layer, written by the update's forward (and, dead at once, by the other forwards)
-    assert len({t.start for t in inside}) == 12 * SMALL.shape.layers
+    # 12 items per layer, written by the update's forward (and, dead at once, by the other forwards), in
+    # the batch's shares: the backward reads each item whole, joining the shares' writes into one tensor
+    # from the first share's start; what nothing reads is a tensor a share
+    shares = forward_shares(SMALL.shape.batch)
+    assert shares > 1
+    assert len({t.start for t in inside}) == 12 * SMALL.shape.layers * shares
+    lay, spans = seed_layout(SMALL), {(t.start, t.stop) for t in inside}
+    for l in range(SMALL.shape.layers):
+        for item, nbytes in lay.saved_sizes.items():
+            start = lay.saved(l, item)[1]
+            assert (start, start + nbytes) in spans, (l, item)
     assert all(not t.pinned for t in inside)
 
 

@@ -13,7 +13,7 @@ from planner.kernels.manifest import attention_backward, layernorm_parts
 from planner.model.config import DEFAULT, Shape
 from planner.schedule import build_plan
 from planner.schedule.arena import BANK_ALIGNMENT, PARAMETER_ALIGNMENT, entries, seed_layout
-from planner.schedule.launches import MAXIMUM_ELEMENTS
+from planner.schedule.launches import MAXIMUM_ELEMENTS, forward_shares
 from tests.conftest import SMALL, seed_text
 
 # ---- the seed's own declarations, read from its text ----
@@ -150,8 +150,9 @@ def expected_counts(config) -> dict[str, int]:
     lay = seed_layout(config)
     elements = lay.parameter_bytes // 4
     per_bank = ceil(elements / MAXIMUM_ELEMENTS)
-    # gather; 7 a layer (the rotary turn and the gated activation in their products); norm, logits, last row
-    forward = 1 + 7 * L + 3
+    # gather; 7 a layer and share of the batch (the rotary turn and the gated activation in their products);
+    # norm, logits, last row
+    forward = 1 + 7 * L * forward_shares(s.batch) + 3
     # loss (its gradient, in the half format, in its cross-entropy's launch); the output's two products and
     # layer norm backward (sums, parameters); 15 a layer (the inverse rotary
     # turn in the attention backward's store, the context's gradient by head
@@ -264,8 +265,8 @@ def test_launch_and_submission_counts(config):
     assert per_phase["coppelius/qkv"] == 4 * L
     assert per_phase["coppelius/head-layout"] == L
     assert per_phase["coppelius/attention-head"] == backward_launches(config.shape) * L
-    # the prediction's, the update's, the final's, the evaluation's
-    assert per_phase["coppelius/layer"] == 7 * L * 4
+    # the prediction's, the update's, the final's, the evaluation's, each in the batch's shares
+    assert per_phase["coppelius/layer"] == 7 * L * forward_shares(config.shape.batch) * 4
     assert per_phase["coppelius/adamw"] == pieces * want["adamw"]
 
 

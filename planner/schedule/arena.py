@@ -95,6 +95,7 @@ class Layout:
     windows: dict[str, str]        # plane name -> window
     saved_layer_bytes: int
     saved_offsets: dict[str, int]  # saved item -> offset within a layer's block
+    saved_sizes: dict[str, int]    # saved item -> bytes (each a whole number of bytes a token)
     arena_bytes: int
 
     @property
@@ -127,8 +128,9 @@ class Layout:
         if a.offset + a.bytes != b.offset:
             raise ValueError(f"entries {first} and {second} are not side by side in the banks")
 
-    def boundary(self, l: int) -> tuple[str, int]:
-        return self.at("boundaries", l * self.boundary_stride)
+    def boundary(self, l: int, first: int = 0) -> tuple[str, int]:
+        """Layer boundary l's residual stream, from token `first` on."""
+        return self.at("boundaries", l * self.boundary_stride + first * 4 * self.config.shape.width)
 
     @property
     def boundary_stride(self) -> int:
@@ -136,8 +138,11 @@ class Layout:
         residual-stream plane, page-aligned, per layer and one more."""
         return self.sizes["boundaries"] // (self.config.shape.layers + 1)
 
-    def saved(self, l: int, item: str) -> tuple[str, int]:
-        return self.at("saved-activations", l * self.saved_layer_bytes + self.saved_offsets[item])
+    def saved(self, l: int, item: str, first: int = 0) -> tuple[str, int]:
+        """Layer l's saved item, from token `first` on: every item holds
+        its tokens (or sequences, each a run of tokens) one after another."""
+        per_token = self.saved_sizes[item] // self.config.shape.tokens
+        return self.at("saved-activations", l * self.saved_layer_bytes + self.saved_offsets[item] + first * per_token)
 
 
 def seed_layout(config: Config) -> Layout:
@@ -259,7 +264,7 @@ def seed_layout(config: Config) -> Layout:
                    ("keys", kv_half), ("values", kv_half), ("log-sum-exp", lse), ("merged-half", half_plane),
                    ("projection", plane), ("norm2-statistics", statistics), ("norm2-half", half_plane),
                    ("up-gate", ffn), ("gated-half", ffn_half)]
-    saved_offsets, cursor = {}, 0
+    saved_offsets, saved_sizes, cursor = {}, dict(saved_items), 0
     for name, nbytes in saved_items:
         saved_offsets[name] = cursor
         cursor = align(cursor + nbytes, BANK_ALIGNMENT)
@@ -273,7 +278,8 @@ def seed_layout(config: Config) -> Layout:
     windows = {name: ARENA for name in off}
     for name, (at, nbytes) in staging.items():
         off[name], size[name], windows[name] = at, nbytes, STAGING
-    return Layout(config, ents, parameter_bytes, off, size, windows, saved_layer_bytes, saved_offsets, arena_bytes)
+    return Layout(config, ents, parameter_bytes, off, size, windows, saved_layer_bytes, saved_offsets, saved_sizes,
+                  arena_bytes)
 
 
 def staging_layout(config: Config) -> dict[str, tuple[int, int]]:

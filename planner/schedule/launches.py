@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from math import gcd
 from typing import Iterator
 
 from planner.kernels.manifest import (FILL_BLOCKS, HALF_BYTES, Image, attention, attention_backward, image,
@@ -177,11 +178,14 @@ def tiled(b: Builder, a: str, bl: str, m: int, n: int, k: int, c: Where, left: W
     b.launch(img, pointers)
 
 
-def layer_norm(b: Builder, out: Where, x: Where, gamma: Where, beta: Where, statistics: Where) -> None:
-    """The normalised rows, in the half format (the seed's norm and its
-    cast-down in one launch: only the rounded rows are read)."""
-    s = b.config.shape
-    b.launch(image("layernorm-forward", rows=s.tokens, width=s.width, half=_half(b.config)),
+def layer_norm(b: Builder, out: Where, x: Where, gamma: Where, beta: Where, statistics: Where,
+               rows: int | None = None) -> None:
+    """The normalised rows (all the step's tokens unless `rows` says), in the
+    half format (the seed's norm and its cast-down in one launch: only the
+    rounded rows are read)."""
+    s, rows = b.config.shape, rows or b.config.shape.tokens
+    name = "layernorm-forward" if rows == s.tokens else f"layernorm-forward-{rows}-rows"
+    b.launch(image("layernorm-forward", name, rows=rows, width=s.width, half=_half(b.config)),
              {"out": out, "in": x, "gamma": gamma, "beta": beta, "statistics": statistics},
              inverse_width=b.constants.inverse_width, epsilon=b.constants.layer_norm_epsilon)
 
@@ -241,10 +245,11 @@ def _qkv_gradient_rows(b: Builder) -> dict[str, Where]:
             "values": at("qkv-gradient-t", queries + keys)}
 
 
-def _attention(b: Builder, family: str) -> Image:
-    """A streaming attention image at the step's shape."""
+def _attention(b: Builder, family: str, batch: int | None = None) -> Image:
+    """A streaming attention image at the step's shape (over `batch`
+    sequences where given)."""
     s = b.config.shape
-    return attention(family, s.batch, s.seq, s.heads, s.kv_heads, _half(b.config))
+    return attention(family, batch or s.batch, s.seq, s.heads, s.kv_heads, _half(b.config))
 
 
 # ---- the phases of the run ----
@@ -340,16 +345,19 @@ def report_transfer(b: Builder, restore: bool) -> None:
             copy(b, host if restore else device, device if restore else host, words)
 
 
-def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
-    """cgLayerForwardWith cgStreamingAttention: what the backward reads is
+def layer_forward(b: Builder, l: int, first: int, sequences: int) -> None:
+    """cgLayerForwardWith cgStreamingAttention over `sequences` of the
+    step's sequences from sequence `first` on (every launch of a layer's
+    forward works on whole sequences alone): what the backward reads is
     written into the layer's saved planes."""
     s, lay, c = b.config.shape, b.layout, b.constants
-    T, W, F = s.tokens, s.width, s.ffn
+    T, W, F, t0 = sequences * s.seq, s.width, s.ffn, first * s.seq
     p = lambda item: lay.bank("parameters", f"layer{l}.{item}")
     h = lambda item: lay.half(f"layer{l}.{item}")
-    sv = lambda item: lay.saved(l, item)
+    sv = lambda item: lay.saved(l, item, t0)
+    x, out = lay.boundary(l, t0), lay.boundary(l + 1, t0)
     with b.phase(LAYER):
-        layer_norm(b, sv("norm1-half"), x, p("norm1-gain"), p("norm1-shift"), sv("norm1-statistics"))
+        layer_norm(b, sv("norm1-half"), x, p("norm1-gain"), p("norm1-shift"), sv("norm1-statistics"), T)
         # the queries, keys and values, the up and gate projections (and, in
         # the backward, the gated activation's gradient) in the half format:
         # their readers round what they make of them to it, so they are
@@ -363,11 +371,11 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
         b.launch(product("r", "r", T, s.qkv_width, W, False, _half(b.config), "rope", heads),
                  {"queries": sv("queries"), "keys": sv("keys"), "values": sv("values"), "a": sv("norm1-half"),
                   "b": h("qkv"), "cosine": lay.at("rotary-cosine"), "sine": lay.at("rotary-sine")})
-        b.launch(_attention(b, "attention-forward"),
+        b.launch(_attention(b, "attention-forward", sequences),
                  {"q": sv("queries"), "k": sv("keys"), "v": sv("values"), "out": sv("merged-half"),
                   "log_sum_exp": sv("log-sum-exp")}, stream_scale=c.stream_scale)
         tiled(b, "r", "r", T, W, W, sv("projection"), sv("merged-half"), h("output"), residual=x)
-        layer_norm(b, sv("norm2-half"), sv("projection"), p("norm2-gain"), p("norm2-shift"), sv("norm2-statistics"))
+        layer_norm(b, sv("norm2-half"), sv("projection"), p("norm2-gain"), p("norm2-shift"), sv("norm2-statistics"), T)
         # the up and gate projections as one product over N = 2 F (each bank
         # holds a layer's up and gate entries side by side), each row of it
         # the up projection's row, then the gate projection's, kept for the
@@ -379,6 +387,16 @@ def layer_forward(b: Builder, l: int, x: Where, out: Where) -> None:
         tiled(b, "r", "r", T, W, F, out, sv("gated-half"), h("down"), residual=sv("projection"))
 
 
+# The layers' forward in this many shares of the step's sequences where the
+# batch divides so: each share's launches touch none of another's bytes, so
+# the shares' chains run side by side (measured: docs/measurements.md)
+FORWARD_SHARES = 2
+
+
+def forward_shares(batch: int) -> int:
+    return gcd(batch, FORWARD_SHARES)
+
+
 def forward(b: Builder) -> None:
     """cgForward: embed, the layers, the output (the last row's logits to
     the result record)."""
@@ -387,8 +405,10 @@ def forward(b: Builder) -> None:
     with b.phase(EMBED):
         b.launch(image("gather", rows=T, width=W, vocab=V),
                  {"out": lay.boundary(0), "ids": lay.at("input-ids"), "table": lay.bank("parameters", "embedding")})
+    shares = forward_shares(s.batch)
     for l in range(s.layers):
-        layer_forward(b, l, lay.boundary(l), lay.boundary(l + 1))
+        for first in range(0, s.batch, s.batch // shares):
+            layer_forward(b, l, first, s.batch // shares)
     with b.phase(OUTPUT):
         layer_norm(b, lay.at("final-half"), lay.boundary(s.layers), lay.bank("parameters", "final-gain"),
                    lay.bank("parameters", "final-shift"), lay.at("final-statistics"))
