@@ -1,8 +1,8 @@
 """The tiles a product takes: a heads product's (the context's gradient by
 head, with the row terms) serve it whole in one block, and a product the
 tile sweep has not measured takes the tile its shape records with a
-binary32 C, a tile with warpgroup products and the most blocks the shape
-allows."""
+binary32 C, or the tile of the product over more rows it is a share of, a
+tile with warpgroup products and the most blocks the shape allows."""
 
 from __future__ import annotations
 
@@ -101,6 +101,26 @@ def test_a_measured_heads_product_takes_its_own_tile(monkeypatch):
     table = recorded_tiles() | {product_key(*shape, "heads"): own}
     monkeypatch.setattr(manifest, "recorded_tiles", lambda: table)
     assert choose_tile(*shape, "heads") == own
+
+
+def test_a_share_of_a_products_rows_takes_the_whole_products_tile_until_measured(monkeypatch):
+    """A forward product over a share of the batch's rows (its A read as
+    rows) that the table does not record takes the tile recorded for the
+    product over twice as many rows, or four times, ...: the nearest; a
+    product reading A as columns (M is a weight's rows) does not."""
+    s = DEFAULT.shape
+    whole = ("r", "r", 8 * s.seq, s.width, s.ffn, True)
+    recorded = {key: tile for key, tile in recorded_tiles().items() if "-m4096-" not in key and "-m2048-" not in key}
+    monkeypatch.setattr(manifest, "recorded_tiles", lambda: recorded)
+    tile = recorded[product_key(*whole)]
+    for m in (4 * s.seq, 2 * s.seq):
+        assert recorded_tile("r", "r", m, *whole[3:]) == tile == choose_tile("r", "r", m, *whole[3:])
+    nearer = next(i for i, t in enumerate(TILE_CANDIDATES) if i != tile and tile_serves(t, 2 * s.seq, *whole[3:5]))
+    recorded[product_key("r", "r", 4 * s.seq, *whole[3:])] = nearer
+    assert recorded_tile("r", "r", 2 * s.seq, *whole[3:]) == nearer
+    columns = ("c", "c", s.width, s.ffn, 8 * s.seq, False)
+    recorded[product_key(*columns)] = tile
+    assert recorded_tile("c", "c", s.width // 2, *columns[3:]) is None
 
 
 def test_a_product_image_names_its_tile():

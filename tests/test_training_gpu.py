@@ -5,6 +5,8 @@ GPU."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from planner.data.batches import Batches
@@ -29,24 +31,33 @@ def plan():
     return build_plan(DEFAULT)
 
 
-def batches(seed: int = 1) -> Batches:
-    return Batches(byte_tokens(4 << 20), DEFAULT.shape.batch, DEFAULT.shape.seq, seed)
+def batches(seed: int = 1, batch: int = DEFAULT.shape.batch) -> Batches:
+    return Batches(byte_tokens(4 << 20), batch, DEFAULT.shape.seq, seed)
 
 
-def test_one_update_matches_the_reference(gpu, plan):
+# two sequences a step: the layers' forward in two shares, a sequence each
+TWO = replace(DEFAULT, shape=replace(DEFAULT.shape, batch=2))
+
+
+@pytest.mark.parametrize("config", [DEFAULT, TWO], ids=["one-sequence", "two-shares"])
+def test_one_update_matches_the_reference(gpu, plan, config):
     torch = pytest.importorskip("torch")
     from planner.reference.check import plan_gradients, reference_gradients, relative_errors
     from planner.runtime.cuda import CudaDevice
     from planner.runtime.session import Session
+    from planner.schedule.launches import forward_shares
+    assert forward_shares(config.shape.batch) == config.shape.batch
+    if config is not DEFAULT:
+        plan = build_plan(config)
     device = CudaDevice(plan, gpu, graphs=False)
     try:
         session = Session(plan, device)
-        ids, targets = batches()(0)
+        ids, targets = batches(batch=config.shape.batch)(0)
         session.start(ids)
         loss, grads, parameters = plan_gradients(session, ids, targets)
     finally:
         device.close()
-    ref_loss, ref_grads = reference_gradients(DEFAULT, parameters, ids, targets, device="cuda")
+    ref_loss, ref_grads = reference_gradients(config, parameters, ids, targets, device="cuda")
     errors = relative_errors(grads, ref_grads)
     print(f"\nloss: plan {loss:.6f} reference {ref_loss:.6f} relative {abs(loss - ref_loss) / ref_loss:.2e}")
     worst = sorted(errors.items(), key=lambda kv: -kv[1])[:8]
@@ -58,13 +69,13 @@ def test_one_update_matches_the_reference(gpu, plan):
     assert torch.cuda.is_available()
 
 
-def _train(plan, gpu, steps: int, graphs: bool) -> tuple[list[float], bytes]:
+def _train(plan, gpu, steps: int, graphs: bool, batch: int = DEFAULT.shape.batch) -> tuple[list[float], bytes]:
     from planner.runtime.cuda import CudaDevice
     from planner.runtime.session import Session
     device = CudaDevice(plan, gpu, graphs=graphs)
     try:
         session = Session(plan, device)
-        data = batches()
+        data = batches(batch=batch)
         session.start(data(0)[0])
         losses = [session.update(*data(i)) for i in range(steps)]
         parameters = device.read_arena(plan.plane["parameters"].offset, plan.plane["parameters"].bytes)
@@ -82,12 +93,16 @@ def test_training_is_bit_identical_run_to_run(gpu, plan):
     assert losses_a[-1] < losses_a[0]
 
 
-def test_launches_side_by_side_give_the_bits_of_launches_one_by_one(gpu, plan):
-    """The update's graph runs launches that share no byte side by side;
-    issued one after another on one stream instead, they give the same
-    losses and parameters bit for bit."""
-    side_by_side = _train(plan, gpu, 10, graphs=True)
-    one_by_one = _train(plan, gpu, 10, graphs=False)
+@pytest.mark.parametrize("config", [DEFAULT, TWO], ids=["one-sequence", "two-shares"])
+def test_launches_side_by_side_give_the_bits_of_launches_one_by_one(gpu, plan, config):
+    """The update's graph runs launches that share no byte side by side (the
+    forward's two shares among them, two sequences a step); issued one
+    after another on one stream instead, they give the same losses and
+    parameters bit for bit."""
+    if config is not DEFAULT:
+        plan = build_plan(config)
+    side_by_side = _train(plan, gpu, 10, graphs=True, batch=config.shape.batch)
+    one_by_one = _train(plan, gpu, 10, graphs=False, batch=config.shape.batch)
     assert side_by_side == one_by_one
 
 
