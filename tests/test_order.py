@@ -14,9 +14,11 @@ from hypothesis import strategies as st
 from planner.certify.properties import check
 from planner.kernels.manifest import READ, READ_WRITE, WRITE
 from planner.schedule.graph import RunGraph
+from planner.schedule.launches import forward_shares
 from planner.schedule.order import WIDTH, dependencies, follows
 from planner.schedule.plan import Access, Launch
 from planner.schedule.urgency import depth
+from tests.conftest import SMALL
 from tests.plans import Builder
 
 
@@ -70,6 +72,28 @@ def test_the_default_update_runs_launches_side_by_side(default_plan):
     assert not hb.ordered(nodes[weight], nodes[data])
     # chains are reused: about the launches side by side, not all there were
     assert run.chains < 2 * WIDTH
+
+
+def test_the_forwards_shares_run_side_by_side_and_join_at_the_output(small_plan):
+    """Four sequences a step: each layer's forward in two shares, each
+    share's launches after its own share's alone (a share's attention
+    neither before nor after the other's), and the output's layer norm,
+    which reads every row, after both."""
+    plan = small_plan
+    assert forward_shares(SMALL.shape.batch) == 2
+    update = plan.submissions[plan.notes["submissions"]["update"][0]]
+    run = RunGraph(plan)
+    first = next(k for k, s in enumerate(plan.run) if s.kind == "submit" and s.submission == update.index)
+    nodes = {run.nodes[n].launch: n for n in range(run.instances[first][0], run.instances[first][1])
+             if run.nodes[n].launch >= 0}
+    hb = run.happens_before
+    forward = [i for i in sorted(nodes) if plan.launches[i].image == "attention-forward"]
+    assert len(forward) == 2 * SMALL.shape.layers
+    for a, b in zip(forward[::2], forward[1::2]):   # each layer's two shares
+        assert not hb.ordered(nodes[a], nodes[b])
+    output = next(i for i in sorted(nodes) if plan.launches[i].phase == "coppelius/output")
+    assert plan.launches[output].image == "layernorm-forward"
+    assert all(hb.before(nodes[i], nodes[output]) for i in forward[-2:])
 
 
 def test_depth_is_the_longest_chain_of_dependencies(default_plan):
