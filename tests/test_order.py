@@ -57,13 +57,18 @@ def test_at_most_width_launches_side_by_side():
     assert after[WIDTH:] == ((0,), (1,), (2,))
 
 
-def test_the_default_update_runs_launches_side_by_side(default_plan):
-    plan = default_plan
+def _first_update(plan) -> tuple[RunGraph, dict[int, int]]:
+    """The run graph, and each launch of the run's first update: its node."""
     update = plan.submissions[plan.notes["submissions"]["update"][0]]
     run = RunGraph(plan)
     first = next(k for k, s in enumerate(plan.run) if s.kind == "submit" and s.submission == update.index)
-    nodes = {run.nodes[n].launch: n for n in range(run.instances[first][0], run.instances[first][1])
-             if run.nodes[n].launch >= 0}
+    return run, {run.nodes[n].launch: n for n in range(run.instances[first][0], run.instances[first][1])
+                 if run.nodes[n].launch >= 0}
+
+
+def test_the_default_update_runs_launches_side_by_side(default_plan):
+    plan = default_plan
+    run, nodes = _first_update(plan)
     hb = run.happens_before
     images = {i: plan.launches[i].image for i in nodes}
     # a layer's weight gradient and its data gradient run side by side
@@ -81,11 +86,7 @@ def test_the_forwards_shares_run_side_by_side_and_join_at_the_output(small_plan)
     which reads every row, after both."""
     plan = small_plan
     assert forward_shares(SMALL.shape.batch) == 2
-    update = plan.submissions[plan.notes["submissions"]["update"][0]]
-    run = RunGraph(plan)
-    first = next(k for k, s in enumerate(plan.run) if s.kind == "submit" and s.submission == update.index)
-    nodes = {run.nodes[n].launch: n for n in range(run.instances[first][0], run.instances[first][1])
-             if run.nodes[n].launch >= 0}
+    run, nodes = _first_update(plan)
     hb = run.happens_before
     forward = [i for i in sorted(nodes) if plan.launches[i].image == "attention-forward"]
     assert len(forward) == 2 * SMALL.shape.layers
