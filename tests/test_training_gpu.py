@@ -11,7 +11,7 @@ import pytest
 
 from planner.data.batches import Batches
 from planner.data.corpus import byte_tokens
-from planner.model.config import DEFAULT
+from planner.model.config import DEFAULT, from_dict
 from planner.schedule import build_plan
 
 pytestmark = pytest.mark.gpu
@@ -31,12 +31,18 @@ def plan():
     return build_plan(DEFAULT)
 
 
-def batches(seed: int = 1, batch: int = DEFAULT.shape.batch) -> Batches:
-    return Batches(byte_tokens(4 << 20), batch, DEFAULT.shape.seq, seed)
+def batches(batch: int) -> Batches:
+    """The tests' batches of `batch` sequences (data seed 1)."""
+    return Batches(byte_tokens(4 << 20), batch, DEFAULT.shape.seq, 1)
 
 
 # two sequences a step: the layers' forward in two shares, a sequence each
 TWO = replace(DEFAULT, shape=replace(DEFAULT.shape, batch=2))
+
+
+def plan_for(plan, config):
+    """The module's plan at the default shape; one built for another."""
+    return plan if config is DEFAULT else build_plan(config)
 
 
 @pytest.mark.parametrize("config", [DEFAULT, TWO], ids=["one-sequence", "two-shares"])
@@ -47,12 +53,11 @@ def test_one_update_matches_the_reference(gpu, plan, config):
     from planner.runtime.session import Session
     from planner.schedule.launches import forward_shares
     assert forward_shares(config.shape.batch) == config.shape.batch
-    if config is not DEFAULT:
-        plan = build_plan(config)
+    plan = plan_for(plan, config)
     device = CudaDevice(plan, gpu, graphs=False)
     try:
         session = Session(plan, device)
-        ids, targets = batches(batch=config.shape.batch)(0)
+        ids, targets = batches(config.shape.batch)(0)
         session.start(ids)
         loss, grads, parameters = plan_gradients(session, ids, targets)
     finally:
@@ -69,13 +74,13 @@ def test_one_update_matches_the_reference(gpu, plan, config):
     assert torch.cuda.is_available()
 
 
-def _train(plan, gpu, steps: int, graphs: bool, batch: int = DEFAULT.shape.batch) -> tuple[list[float], bytes]:
+def _train(plan, gpu, steps: int, graphs: bool) -> tuple[list[float], bytes]:
     from planner.runtime.cuda import CudaDevice
     from planner.runtime.session import Session
     device = CudaDevice(plan, gpu, graphs=graphs)
     try:
         session = Session(plan, device)
-        data = batches(batch=batch)
+        data = batches(from_dict(plan.config).shape.batch)
         session.start(data(0)[0])
         losses = [session.update(*data(i)) for i in range(steps)]
         parameters = device.read_arena(plan.plane["parameters"].offset, plan.plane["parameters"].bytes)
@@ -99,10 +104,9 @@ def test_launches_side_by_side_give_the_bits_of_launches_one_by_one(gpu, plan, c
     forward's two shares among them, two sequences a step); issued one
     after another on one stream instead, they give the same losses and
     parameters bit for bit."""
-    if config is not DEFAULT:
-        plan = build_plan(config)
-    side_by_side = _train(plan, gpu, 10, graphs=True, batch=config.shape.batch)
-    one_by_one = _train(plan, gpu, 10, graphs=False, batch=config.shape.batch)
+    plan = plan_for(plan, config)
+    side_by_side = _train(plan, gpu, 10, graphs=True)
+    one_by_one = _train(plan, gpu, 10, graphs=False)
     assert side_by_side == one_by_one
 
 
