@@ -95,7 +95,7 @@ class StepTiming:
     losses: list[float]
     parameters: np.ndarray    # the banks the timed updates started from (the anchors start there too)
     update: int               # the update submission
-    alone: dict[int, float]   # each of its launches' us alone (launch_times)
+    alone: dict[int, float]   # each of its launches' us alone (launch_times; empty where not asked)
 
 
 class NotFinite(ValueError):
@@ -113,14 +113,14 @@ def require_finite(losses: list[float]) -> None:
                         "finite number: an update on NaNs runs faster, so it is not timed")
 
 
-def plan_step_ms(plan, gpu, certificate=None) -> StepTiming:
+def plan_step_ms(plan, gpu, certificate=None, alone: bool = True) -> StepTiming:
     """Median ms per update of a plan, as the host sees it (from the call
     to the loss in hand) and as the anchor is timed (CUDA events on the
     stream, from before the host's per-step writes to the update's end);
-    also the losses, the parameters it started from (for the anchor), and
-    the update submission's launches timed alone (launch_times). The device
-    demands `certificate` where given (the bench's plans); the tile sweep
-    times candidate plans without one."""
+    also the losses, the parameters it started from (for the anchor), and,
+    with `alone`, the update submission's launches timed alone
+    (launch_times). The device demands `certificate` where given (the
+    bench's plans); the tile sweep times candidate plans without one."""
     from planner.model.config import from_dict
     from planner.runtime.cuda import CudaDevice
     from planner.runtime.driver import call
@@ -147,10 +147,10 @@ def plan_step_ms(plan, gpu, certificate=None) -> StepTiming:
         call("cuEventDestroy", start)
         call("cuEventDestroy", stop)
         update = session.groups["update"][0]
-        alone = launch_times(plan, device, update)
+        each = launch_times(plan, device, update) if alone else {}
     finally:
         device.close()
-    return StepTiming(statistics.median(times), statistics.median(gpu_times), losses, parameters, update, alone)
+    return StepTiming(statistics.median(times), statistics.median(gpu_times), losses, parameters, update, each)
 
 
 def launches_against_floors(plan, timing: StepTiming, ceilings: Ceilings) -> dict:

@@ -290,7 +290,7 @@ def step_medians(key: str, batch: int, tiles: list[int], rounds: int) -> dict[st
     try:
         for _ in range(rounds):
             for tile in tiles:
-                timing = plan_step_ms(plan_with(key, tile, batch), gpu)
+                timing = plan_step_ms(plan_with(key, tile, batch), gpu, alone=False)
                 require_finite(timing.losses)
                 medians[tile].append(timing.events_ms)
                 print(f"{key} tile {tile}: update {medians[tile][-1]:.4f} ms", flush=True)
