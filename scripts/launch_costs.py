@@ -4,10 +4,9 @@ run twice.
     python3 scripts/launch_costs.py [--batch B] [--rounds R] [--json FILE] FAMILY ...
 
 A FAMILY is one or more prefixes of image names joined by commas
-(`attention-key,attention-query`); its name in the table is the first. Each
-launch of the update whose image starts with one of them gets a second copy
-with the same parameter block, issued right after it; the submissions'
-dependencies are then derived again from the accesses, as the planner
+(`attention-key,attention-query`). Each launch whose image starts with one
+of them gets a second copy with the same parameter block, issued right
+after it; the submissions' dependencies are then derived again from the accesses, as the planner
 derives every plan's (`planner.schedule.order`), so the copy waits for the
 launch and the launch's readers wait for the copy. Every copy so reads the
 values the launch read and writes what it wrote again: where the device's
@@ -21,8 +20,8 @@ Each plan is certified (every property, the machine code for the cards the
 images serve) and run with its certificate demanded, as `planner bench` runs
 the plan. Rounds take the plans in turn, the plan itself (`base`) first;
 each time is the median update by CUDA events, as the bench times the step.
-The table gives each family's launches, the mean of its rounds and what it
-adds to the plan's. Needs a GPU and the planner.
+The table gives each family's launches an update, the mean of its rounds
+and what it adds to the plan's. Needs a GPU and the planner.
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ def doubled(plan: Plan, prefixes: tuple[str, ...]) -> tuple[Plan, int]:
     """`plan` with each launch whose image starts with one of `prefixes`
     issued twice, its copy (a new launch index, the same parameter block)
     right after it wherever a submission issues it; the dependencies derived
-    again. Also how many launches have a copy."""
+    again. Also how many launches of an update have a copy."""
     launches = list(plan.launches)
     twin = {}
     for launch in plan.launches:
@@ -60,7 +59,9 @@ def doubled(plan: Plan, prefixes: tuple[str, ...]) -> tuple[Plan, int]:
     submissions = [replace(s, ranges=merge_ranges([(j, 1) for i in s.launches()
                                                    for j in (i, twin.get(i)) if j is not None]))
                    for s in plan.submissions]
-    return replace(plan, launches=tuple(launches), submissions=ordered(submissions, launches)), len(twin)
+    update = plan.submissions[plan.notes["submissions"]["update"][0]]
+    return (replace(plan, launches=tuple(launches), submissions=ordered(submissions, launches)),
+            sum(i in twin for i in update.launches()))
 
 
 def main() -> int:
@@ -87,7 +88,7 @@ def main() -> int:
             print(f"launch_costs: no launch of the plan has an image starting with {' or '.join(prefixes)}",
                   file=sys.stderr)
             return 2
-        variants[prefixes[0]] = (variant, count)
+        variants[family] = (variant, count)
     try:
         gpu = open_gpu()
     except NoDevice as error:

@@ -42,7 +42,8 @@ def _doubled(default_plan):
 def test_each_copy_runs_after_its_launch_and_before_its_readers(default_plan):
     plan, count, update, twins = _doubled(default_plan)
     family = [L.index for L in default_plan.launches if L.image.startswith(FAMILY)]
-    assert count == len(family) > 16 and set(twins) <= set(family)
+    assert len(plan.launches) - len(default_plan.launches) == len(family)
+    assert count == len(twins) > 16 and set(twins) <= set(family)
     assert {default_plan.launches[i].image.split("-")[0] for i in twins} == {"attention", "layernorm"}
     before = dict(default_plan.submissions[update].waits())
     after = dict(plan.submissions[update].waits())
