@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 from planner.certify.findings import FAIL, PASS
@@ -22,13 +23,9 @@ FAMILY = ("attention-forward", "layernorm-forward")
 
 def _reach(waits: dict[int, tuple[int, ...]], index: int) -> set[int]:
     """The launches `index` runs after, through any chain of waits."""
-    seen, todo = set(), list(waits[index])
-    while todo:
-        j = todo.pop()
-        if j not in seen:
-            seen.add(j)
-            todo.extend(waits[j])
-    return seen
+    graph = nx.DiGraph((j, i) for i, after in waits.items() for j in after)
+    graph.add_nodes_from(waits)
+    return nx.ancestors(graph, index)
 
 
 def _doubled(default_plan):
