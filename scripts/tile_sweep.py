@@ -26,9 +26,10 @@ binary32 where the product's is (torch.mm with out_dtype), with R added
 A shape keeps the tile the table written before records for it unless
 another is more than 5% faster. A shape whose tiles were also timed inside
 the whole update (`step_ms` in the table written before: the update's
-median, ms, with each tile) keeps the tile of the fastest update: a tile
-fastest alone can be slower beside the update's other launches (one of
-clusters waits for multiprocessors free together). `--step` takes those
+median, ms, with each tile) keeps the tile of the fastest update, the
+recorded one unless another's is more than 0.3% faster: a tile fastest
+alone can be slower beside the update's other launches (one of clusters
+waits for multiprocessors free together). `--step` takes those
 medians: the update of the plan the shape belongs to, with each tile given
 in turn, timed as `planner bench` times the plan's step (CUDA events, the
 median of its timed updates), for ROUNDS rounds, the mean of each tile's
@@ -72,6 +73,13 @@ REPEATS = 20
 # other launches can differ from its cost alone (one of clusters waits for
 # multiprocessors free together), which a near tie alone does not tell.
 MARGIN = 1.05
+# Inside the update the same: a recorded tile stays unless another's update
+# is faster by more than the rounds of one run differ (about 0.3%: one
+# tile's three rounds at 8 x 1024 on an H100, 9.4879 / 9.5187 / 9.4921 ms),
+# so that a tie does not take a tile much slower alone (tile 70 for
+# cc-m512-n512-k8192: 9.5020 against the recorded 48's 9.5066 ms, 23.9
+# against 14.5 us alone)
+STEP_MARGIN = 1.003
 # the GELU's words of the gated product, as the plan passes them
 GELU = gelu_words(Constants.of(DEFAULT))
 ANY_SHARED = max(t.shared(output) for t in TILE_CANDIDATES for output in PRODUCT_OUTPUTS)
@@ -152,17 +160,20 @@ def fits(shape: tuple, row: dict, tile: str) -> bool:
 
 def choose(shape: tuple, row: dict, recorded: int | None = None, in_step: dict[str, float] | None = None) -> int:
     """The tile of the fastest update among those timed inside it that fit
-    (`in_step`, where given); else the fastest tile that fits, or the
-    recorded one, where it still fits, unless the fastest beats it by more
-    than MARGIN."""
+    (`in_step`, where given), or the recorded one among them unless the
+    fastest beats it by more than STEP_MARGIN; else the fastest tile that
+    fits, or the recorded one, where it still fits, unless the fastest
+    beats it by more than MARGIN."""
     fit = lambda tile: tile in row["tiles"] and fits(shape, row, tile)
+    kept = str(recorded)
     stepped = [tile for tile in sorted(in_step, key=in_step.get) if fit(tile)] if in_step else []
     if stepped:
+        if kept in stepped and in_step[kept] <= STEP_MARGIN * in_step[stepped[0]]:
+            return recorded
         return int(stepped[0])
     fastest = next((tile for tile in sorted(row["tiles"], key=lambda i: row["tiles"][i]["us"]) if fit(tile)), None)
     if fastest is None:
         raise SystemExit(f"no tile computes {shape} within {bound(shape[7])} with an admitted image")
-    kept = str(recorded)
     if fit(kept) and row["tiles"][kept]["us"] <= MARGIN * row["tiles"][fastest]["us"]:
         return recorded
     return int(fastest)

@@ -1,6 +1,7 @@
 """The tile sweep's choices from measured times (its --measured mode, no GPU):
 a sweep of some shapes keeps the table's other rows, a half C is held to
-its own error bound, a recorded tile stays unless another is clearly faster,
+its own error bound, a recorded tile stays unless another is clearly faster
+alone or inside the update,
 an unknown shape is refused; the update `--step` times has the tile it is
 given for the shape, and the others' recorded tiles."""
 
@@ -78,6 +79,18 @@ def test_the_fastest_update_chooses_among_the_tiles_that_fit(monkeypatch, tmp_pa
     # tile 0 the fastest update but past the half bound; 40's update faster than 38's, though slower alone
     choices = _sweep(monkeypatch, tmp_path, tiles, step_ms={"0": 2.0, "40": 2.1, "38": 2.2})
     assert choices[KEY]["tile"] == 40 and choices[KEY]["step_ms"] == {"0": 2.0, "40": 2.1, "38": 2.2}
+
+
+def test_a_recorded_tile_stays_inside_the_update_unless_another_beats_it_by_the_step_margin(monkeypatch, tmp_path):
+    recorded = json.loads(TABLE.read_text())["choices"][KEY]["tile"]
+    other = "40" if recorded != 40 else "38"
+    tiles = {str(recorded): {"us": 5.0, "error": 2e-4}, other: {"us": 4.0, "error": 2e-4}}
+    near = 2.1 / tile_sweep.STEP_MARGIN * 1.001   # the other faster inside the update, within the margin
+    choices = _sweep(monkeypatch, tmp_path, tiles, step_ms={str(recorded): 2.1, other: near})
+    assert choices[KEY]["tile"] == recorded
+    far = 2.1 / tile_sweep.STEP_MARGIN * 0.999
+    choices = _sweep(monkeypatch, tmp_path, tiles, step_ms={str(recorded): 2.1, other: far})
+    assert choices[KEY]["tile"] == int(other)
 
 
 def test_an_unknown_shape_is_refused(monkeypatch, tmp_path):
