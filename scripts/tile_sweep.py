@@ -76,9 +76,9 @@ MARGIN = 1.05
 # Inside the update the same: a recorded tile stays unless another's update
 # is faster by more than the rounds of one run differ (about 0.3%: one
 # tile's three rounds at 8 x 1024 on an H100, 9.4879 / 9.5187 / 9.4921 ms),
-# so that a tie does not take a tile much slower alone (tile 70 for
-# cc-m512-n512-k8192: 9.5020 against the recorded 48's 9.5066 ms, 23.9
-# against 14.5 us alone)
+# so that a tie does not take a tile much slower alone (cc-m512-n512-k8192
+# with K in four shares, tried and not kept: 9.5020 against the recorded
+# tile 48's 9.5066 ms, 23.9 against 14.5 us alone)
 STEP_MARGIN = 1.003
 # the GELU's words of the gated product, as the plan passes them
 GELU = gelu_words(Constants.of(DEFAULT))

@@ -1,9 +1,9 @@
 """The tile sweep's choices from measured times (its --measured mode, no GPU):
 a sweep of some shapes keeps the table's other rows, a half C is held to
 its own error bound, a recorded tile stays unless another is clearly faster
-alone or inside the update,
-an unknown shape is refused; the update `--step` times has the tile it is
-given for the shape, and the others' recorded tiles."""
+alone or inside the update, an unknown shape is refused; the update
+`--step` times has the tile it is given for the shape, and the others'
+recorded tiles."""
 
 from __future__ import annotations
 
