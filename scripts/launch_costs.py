@@ -6,9 +6,10 @@ run twice.
 A FAMILY is one or more prefixes of image names joined by commas
 (`attention-key,attention-query`). Each launch whose image starts with one
 of them gets a second copy with the same parameter block, issued right
-after it; the submissions' dependencies are then derived again from the accesses, as the planner
-derives every plan's (`planner.schedule.order`), so the copy waits for the
-launch and the launch's readers wait for the copy. Every copy so reads the
+after it; the submissions' dependencies are then derived again from the
+accesses, as the planner derives every plan's (`planner.schedule.order`),
+so the copy waits for the launch and the launch's readers wait for the
+copy. Every copy so reads the
 values the launch read and writes what it wrote again: where the device's
 throughput bounds the update, what the copies add is about what the family
 costs. (Emptying a family instead runs its readers on stale values, faster

@@ -55,7 +55,7 @@ def test_each_copy_runs_after_its_launch_and_before_its_readers(default_plan):
 def test_the_doubled_plan_is_certified_and_a_copy_beside_its_launch_is_not(default_plan):
     plan, _, update, twins = _doubled(default_plan)
     outcome = check(plan, machine={})
-    assert {r.verdict for r in outcome.results} == {PASS}, [r.id for r in outcome.results if r.verdict != PASS]
+    assert {r.verdict for r in outcome.results} == {PASS}, [r.property for r in outcome.results if r.verdict != PASS]
     # the first copy no longer waits for its launch: both write the same bytes unordered
     launch, twin = next(iter(twins.items()))
     submission = plan.submissions[update]
