@@ -109,6 +109,9 @@ def main() -> int:
                     changed.add(name)
                 medians[name].append(timing.events_ms)
                 print(f"round {r + 1} {name}: {timing.events_ms:.4f} ms", flush=True)
+    except NoDevice as error:  # a card the plan's images do not fit, as `planner bench` answers it
+        print(f"launch_costs: {error}", file=sys.stderr)
+        return 2
     except (Uncertified, NotFinite) as error:
         print(f"launch_costs: refused: {error}", file=sys.stderr)
         return 1

@@ -74,3 +74,21 @@ def test_a_family_no_launch_has_or_a_bad_batch_is_refused(monkeypatch, capsys, a
     assert launch_costs.main() == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and named in err
+
+
+def test_a_card_that_refuses_the_plan_is_one_line_and_exit_2(monkeypatch, capsys):
+    """A device that opens but refuses the plan's images (too little shared
+    memory, another card) is bad input as a missing GPU is."""
+    from planner.runtime.cuda import NoDevice
+
+    def refused(*args, **kwargs):
+        raise NoDevice("the device gives a block 101376 bytes of shared memory, the plan's images take more")
+
+    monkeypatch.setattr(launch_costs, "open_gpu", lambda: object())
+    monkeypatch.setattr(launch_costs, "demand_certificate", lambda plan: None)
+    monkeypatch.setattr(launch_costs, "plan_step_ms", refused)
+    monkeypatch.setattr(launch_costs.driver, "close_device", lambda gpu: None)
+    monkeypatch.setattr(sys, "argv", ["launch_costs.py", "--batch", "1", "attention-forward"])
+    assert launch_costs.main() == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "shared memory" in err
