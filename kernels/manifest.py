@@ -776,9 +776,10 @@ def spills_beside_copies(img: Image, arch: str) -> bool:
 
 def _stages_gated(t: Tile) -> bool:
     """A tile whose tensor copies store a gated product's C and activation:
-    the walk of WGMMA 2 (each warpgroup 64 rows of every tile), each half of
-    the tile whole boxes of 64 columns."""
-    return t.wgmma == 2 and t.block_n % 128 == 0
+    a walk fed by tensor copies (WGMMA 2, each warpgroup 64 rows of every
+    tile; or 3, each warpgroup its own tiles, a 64-row half after the other
+    through its slab), each half of the tile whole boxes of 64 columns."""
+    return t.wgmma >= 2 and t.block_n % 128 == 0
 
 
 # Without a recorded choice: the seed's four-stage tiles, largest first, are

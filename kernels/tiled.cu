@@ -99,8 +99,8 @@ static_assert(WGMMA < 2 || BLOCK_K == 64, "a tensor copy's row is one 128-byte s
 struct alignas(64) TensorMap {
   unsigned long long words[16];
 };
-#if IMAGE_WGMMA == 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && IMAGE_TENSOR_STORE && \
-    (IMAGE_RESIDUAL || defined(IMAGE_FAMILY_TILED_GATED))
+#if IMAGE_WGMMA >= 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && IMAGE_TENSOR_STORE && \
+    ((IMAGE_WGMMA == 2 && IMAGE_RESIDUAL) || defined(IMAGE_FAMILY_TILED_GATED))
 // (the fourth: R's, or the gated activation's)
 #define TENSOR_MAP_PARAMETERS                                                                       \
   , const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, \
@@ -373,10 +373,10 @@ static_assert(RESIDUAL == 0, "tiled adds no residual");
 // registers, the stores' time added to the products' (rr-m8192-n12288-k512
 // on the H200, alone: 241 us, 152 with no store at all). Other cards store
 // from the registers.
-static_assert(!TENSOR_STORE || (WGMMA >= 2 && (!HALF_C || (GATED && WGMMA == 2 && BLOCK_N % 128 == 0)) &&
+static_assert(!TENSOR_STORE || (WGMMA >= 2 && (!HALF_C || (GATED && BLOCK_N % 128 == 0)) &&
                                  K_GROUPS == 1 && K_BLOCKS == 1),
-              "a walking block's binary32 C (or a gated product's C and activation, the walk of WGMMA 2 "
-              "sharing each tile), each tile's sums whole in its warpgroups");
+              "a walking block's binary32 C (or a gated product's C and activation, each half of the tile "
+              "whole boxes of 64 columns), each tile's sums whole in its warpgroups");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr bool STAGED_C = TENSOR_STORE;
 #else
@@ -1498,6 +1498,12 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
 // other has passed all of its waits for the tile before (named barriers 2
 // and 3): a stage's mbarrier phase then never runs more than one ahead of
 // its waiter, which is all a parity can tell apart.
+// A gated product's C and activation go through the warpgroup's slab as
+// tile 59's do, a 64-row half of the tile after the other: stored from the
+// registers, two tiles' sums and the activation took local memory. Over a
+// share at 8 x 1024 (rr-m4096-n2816-k512-gated, on the H200) tile 60 took
+// 25.0 us alone against 59's 28.8, where the walk of WGMMA 2 leaves the
+// tensor pipe idle while both warpgroups make the activation.
 // (With TENSOR_STORE each warpgroup's walk is its own code, WARPGROUP, so
 // that its slab and named barrier are constants: with one code for both,
 // the warpgroup from the thread's index, rr-m1024-n12288-k512 took 32.9 us
@@ -1505,8 +1511,8 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
 // the two take alike, 27.4.)
 template <int WARPGROUP = -1>
 __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigned long long* full,
-                                                           unsigned long long* empty,
-                                                           const TensorMap* map_c EPILOGUE_PARAMETER) {
+                                                           unsigned long long* empty, const TensorMap* map_c,
+                                                           const TensorMap* map_x EPILOGUE_PARAMETER) {
   extern __shared__ __align__(1024) HALF shared[];
   const int warpgroup = WARPGROUP >= 0 ? WARPGROUP : threadIdx.x >> 7;
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
@@ -1540,7 +1546,11 @@ __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigne
 #if defined(IMAGE_FAMILY_TILED_ADD)
         finish<false>(c, warpgroup_pairs<BLOCK_N / 8>(d[h], 0, row, column) EPILOGUE_ARGUMENT);
 #endif
+#if defined(IMAGE_FAMILY_TILED_GATED)
+        store_staged_gated<WARPGROUP < 0 ? 0 : WARPGROUP>(d[h], block_m + h * 64, block_n, map_c, map_x, gated);
+#else
         store_staged<WARPGROUP < 0 ? 0 : WARPGROUP>(d[h], block_m + h * 64, block_n, map_c);
+#endif
       } else {
         store_warpgroup<RESIDUAL ? 1 : BLOCK_N / 8>(c, d[h], row, column EPILOGUE_ARGUMENT);
       }
@@ -1682,11 +1692,11 @@ __device__ __forceinline__ void product_specialized(C_ELEMENT* c, const HALF* a,
     if constexpr (HANDS_REGISTERS) asm volatile("setmaxnreg.inc.sync.aligned.u32 240;" ::: "memory");
     if constexpr (ALTERNATING) {
       if (!STAGED_C) {
-        multiply_tiles_alternating(c, full, empty, map_c EPILOGUE_ARGUMENT);
+        multiply_tiles_alternating(c, full, empty, map_c, map_x EPILOGUE_ARGUMENT);
       } else if (threadIdx.x < WARPGROUP_THREADS) {
-        multiply_tiles_alternating<0>(c, full, empty, map_c EPILOGUE_ARGUMENT);
+        multiply_tiles_alternating<0>(c, full, empty, map_c, map_x EPILOGUE_ARGUMENT);
       } else {
-        multiply_tiles_alternating<1>(c, full, empty, map_c EPILOGUE_ARGUMENT);
+        multiply_tiles_alternating<1>(c, full, empty, map_c, map_x EPILOGUE_ARGUMENT);
       }
       return;
     }

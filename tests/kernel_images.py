@@ -138,13 +138,20 @@ def stored_images() -> list[tuple[int, Image]]:
             for n, i in enumerate(stored)]
 
 
+# the gated product on tile 60 at the same shape: each warpgroup's slab takes
+# its tiles' halves and tiles again once the copies before have read it
+def stored_gated_images() -> list[Image]:
+    return [tiled_image("r", "r", 2048, 2304, 128, False, "binary16", 60, "gated")]
+
+
 # a gated product's tile on each path: the warps (mma.sync), the warpgroups
 # fed by cp.async and sharing tensor-copied tiles, a 64-wide tile (its up
-# and gate halves 32 columns), and one whose tensor copies store C and the
-# activation. (Warpgroups taking the tiles in turn, WGMMA 3, hold two
-# tiles' sums: with the activation they take local memory on sm_90, so the
-# sweep never chooses them for a gated product.)
-GATED_TILES = (0, 20, 40, 44, 59)
+# and gate halves 32 columns), and those whose tensor copies store C and the
+# activation, the warpgroups sharing each tile (59) or taking tiles in turn
+# (60). (Warpgroups taking tiles in turn and storing from the registers
+# hold two tiles' sums: with the activation they take local memory on
+# sm_90, so the sweep never chooses them for a gated product.)
+GATED_TILES = (0, 20, 40, 44, 59, 60)
 # (the same paths but tensor-copied stores, which a rotary C by head does not take)
 ROPE_TILES = tuple(i for i in GATED_TILES if not TILE_CANDIDATES[i].tensor_store)
 
@@ -196,5 +203,6 @@ CASES: list[tuple[str, Shape, Image]] = (
     + [(f"rope-tile-{n}-{i.name}", GROUPED, i) for n, i in rope_images()]
     + [(f"heads-tile-{n}-{i.name}", SMALL, i) for n, i in heads_images()]
     + [(f"stored-tile-{n}-{i.name}", SMALL, i) for n, i in stored_images()]
+    + [(f"stored-gated-tile-{i.name}", SMALL, i) for i in stored_gated_images()]
     + [(f"wide-tile-{i.name}", SMALL, i) for i in wide_images()]
 )

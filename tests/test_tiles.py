@@ -35,8 +35,8 @@ def test_a_heads_product_walking_tiles_takes_its_row_sums_own_bytes():
 
 
 def test_a_tile_whose_c_tensor_copies_store_serves_a_binary32_c_and_a_gated_product_alone():
-    """Its slabs hold binary32 rows, and C's map is binary32; or, where the
-    walk of WGMMA 2 shares each tile of whole 64-column boxes a half, a
+    """Its slabs hold binary32 rows, and C's map is binary32; or, where
+    each half of the tile is whole 64-column boxes, a
     gated product's halves of C and its activation, three boxes of 64
     halves: a half C, or one by head, takes the tiles that store from the
     registers; the slabs (a warpgroup's 64 rows of C each) take shared
@@ -48,7 +48,7 @@ def test_a_tile_whose_c_tensor_copies_store_serves_a_binary32_c_and_a_gated_prod
     limit = manifest.shared_limit_of_tiles()
     for t in stored:
         assert not any(tile_serves(t, m, n, k, output=o) for o in ("half", "rope", "heads"))
-        assert tile_serves(t, m, n, k, output="gated") == (t.wgmma == 2 and t.block_n % 128 == 0)
+        assert tile_serves(t, m, n, k, output="gated") == (t.block_n % 128 == 0)
         assert tile_serves(t, m, n, k) == (t.shared() <= limit)
         unstored = replace(t, tensor_store=0)
         for output, slab in (("binary32", 64 * t.block_n * 4), ("gated", 3 * 64 * 64 * 2)):
