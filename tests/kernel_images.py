@@ -126,6 +126,10 @@ def tile_images() -> list[Image]:
             for i, t in enumerate(TILE_CANDIDATES)]
 
 
+# m x n x k of a product whose tiles outnumber a walk's blocks
+WALKED = (2048, 2304, 128)
+
+
 def stored_images() -> list[tuple[int, Image]]:
     """Each tile whose C the tensor memory accelerator stores, at a shape
     whose tiles outnumber its blocks, so that each block stores through its
@@ -134,14 +138,14 @@ def stored_images() -> list[tuple[int, Image]]:
     turn: holding two tiles' sums, R beside them takes local memory, so the
     sweep never chooses it for a residual product)."""
     stored = [i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store]
-    return [(i, _tile_case(i, 2048, 2304, 128, LAYOUTS[n % 3], n % 2 == 0 and TILE_CANDIDATES[i].wgmma != 3))
+    return [(i, _tile_case(i, *WALKED, LAYOUTS[n % 3], n % 2 == 0 and TILE_CANDIDATES[i].wgmma != 3))
             for n, i in enumerate(stored)]
 
 
 # the gated product on tile 60 at the same shape: each warpgroup's slab takes
 # its tiles' halves and tiles again once the copies before have read it
 def stored_gated_images() -> list[Image]:
-    return [tiled_image("r", "r", 2048, 2304, 128, False, "binary16", 60, "gated")]
+    return [tiled_image("r", "r", *WALKED, False, "binary16", 60, "gated")]
 
 
 # a gated product's tile on each path: the warps (mma.sync), the warpgroups
