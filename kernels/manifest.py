@@ -174,20 +174,22 @@ def _layernorm_backward_extents(c: Constants, s: Scalars) -> dict[str, int]:
 _SLAB_ROWS = 64
 
 
-def _product_shared(c: Constants, gated: bool = False) -> int:
+def _product_shared(c: Constants, output: str = "binary32") -> int:
     """Each K group's ring of stages; the later groups' (or a cluster's later
     blocks') accumulators reuse it. With WGMMA 2 and 3 one ring, then each
     stage's full and empty mbarriers, then (K groups taking the steps in
     turn) the second group's sums, beside the ring the walk goes on with, or
     (TENSOR_STORE) each multiplying warpgroup's slab of C: its 64 rows of a
-    binary32 C, or of a gated product's three boxes of 64 halves (the up,
-    the gate, their activation), which a wider tile fills in passes."""
+    binary32 C, of a gated product's three boxes of 64 halves (the up, the
+    gate, their activation), which a wider tile fills in passes, or of a
+    rotary product's heads in the half format."""
     tile_sums = c["block_m"] * c["block_n"] * 4
     ring = c["stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * HALF_BYTES
     if c["wgmma"] >= 2:
         barriers = 2 * c["stages"] * 8 + (2 * 8 if _staged_r(c) else 0)
         if c["tensor_store"]:  # each multiplying warpgroup's slab of C, 1024-byte aligned (the swizzle's period)
-            slab = 3 * _SLAB_ROWS * 64 * HALF_BYTES if gated else _SLAB_ROWS * c["block_n"] * 4
+            slab = {"gated": 3 * _SLAB_ROWS * 64 * HALF_BYTES,
+                    "rope": _SLAB_ROWS * c["block_n"] * HALF_BYTES}.get(output, _SLAB_ROWS * c["block_n"] * 4)
             slabs = c["warps_m"] * c["warps_n"] // 4 * slab
             return -(-(ring + barriers) // 1024) * 1024 + slabs
         return max(ring, tile_sums if c["k_blocks"] > 1 else 0) + barriers + (c["k_groups"] - 1) * tile_sums
@@ -214,7 +216,11 @@ def _row_sums_shared(c: Constants) -> int:
 
 
 def _gated_product_shared(c: Constants) -> int:
-    return _product_shared(c, gated=True)
+    return _product_shared(c, "gated")
+
+
+def _rope_product_shared(c: Constants) -> int:
+    return _product_shared(c, "rope")
 
 
 def _heads_product_shared(c: Constants) -> int:
@@ -491,7 +497,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     # (kernels/tiled.cu, ROPE), stored by head: the seed's qk-rope takes no
     # launch of its own, nor a reading of C
     _product_family("tiled-rope", "queries:w keys:w values:w a:r b:r cosine:r sine:r", _rope_product_extents,
-                    constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS["rope"]),
+                    shared=_rope_product_shared, constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS["rope"]),
     # the context's gradient by head in the half format, with the attention
     # backward's row terms from its rounded halves and the forward's output
     # in the epilogue (kernels/tiled.cu, BY_HEAD): the seed's token-to-head
@@ -613,9 +619,10 @@ def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
     3): a stage's box of each, K-contiguous operands a box of 64 k by the
     tile's rows, K-strided ones 64-wide columns by BLOCK_K; then, where the
     tensor memory accelerator stores C (TENSOR_STORE), C's: boxes of 32
-    binary32 columns (128 bytes) by a slab's rows; and where the walk of
-    WGMMA 2 adds a residual, R's, the same boxes (it comes through the
-    slabs)."""
+    binary32 columns (128 bytes) by a slab's rows (a gated product's C and
+    activation, and a rotary product's heads by plane, boxes of 64 halves);
+    and where the walk of WGMMA 2 adds a residual, R's, the same boxes (it
+    comes through the slabs)."""
     c = img.constant_map
     if img.family not in PRODUCT_FAMILIES or c["wgmma"] < 2:
         return ()
@@ -626,6 +633,9 @@ def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
     b = (n, k, 64, block_k) if c["b_layout"] == "c" else (k, n, 64, b_rows)
     if c["tensor_store"] and img.family == "tiled-gated":  # C's halves and the activation, 64 halves a box row
         stored = (TensorMapSpec("c", n, m, 64, _SLAB_ROWS), TensorMapSpec("gated", n // 2, m, 64, _SLAB_ROWS))
+    elif c["tensor_store"] and img.family == "tiled-rope":  # the planes' rows [batch][head][seq], a head's 64 halves
+        stored = tuple(TensorMapSpec(plane, 64, m * c[heads], 64, _SLAB_ROWS)
+                       for plane, heads in (("queries", "heads"), ("keys", "kv_heads"), ("values", "kv_heads")))
     else:
         stored = (TensorMapSpec("c", n, m, 32, _SLAB_ROWS, 4),) if c["tensor_store"] else ()
         stored += (TensorMapSpec("r", n, m, 32, _SLAB_ROWS, 4),) if _staged_r(c) else ()
@@ -678,7 +688,7 @@ class Tile:
         """The shared memory a product's block takes with this tile (a
         heads product's more: `_row_sums_shared`)."""
         c = vars(self)  # the image's constants a tile gives (asdict's deep copy took half of planning)
-        return _heads_product_shared(c) if output == "heads" else _product_shared(c, gated=output == "gated")
+        return _heads_product_shared(c) if output == "heads" else _product_shared(c, output)
 
 
 # block M x block N x stages, warps along M x N: the seed's candidates 0..7,
@@ -754,12 +764,12 @@ def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None
     epilogue pairs each up value with its gate, each head's column with its
     partner. A heads product's tiles are stored by one block each (no K
     split across a cluster's blocks): its epilogue sums each head's row. A
-    tile that stores C by tensor copies serves a binary32 C alone (its boxes
-    are binary32 rows)."""
+    tile that stores C by tensor copies serves a binary32 C, and a gated or
+    rotary product where it can stage their stores (`_stages_paired`)."""
     limit = shared_limit_of_tiles() if shared_limit is None else shared_limit
     return (m % t.block_m == 0 and n % t.block_n == 0 and k % (t.block_k * t.k_groups * t.k_blocks) == 0
             and t.shared(output) <= limit and not (output in PAIRED_OUTPUTS and (t.k_groups > 1 or t.k_blocks > 1))
-            and not (t.tensor_store and output != "binary32" and not (output == "gated" and _stages_gated(t)))
+            and not (t.tensor_store and output != "binary32" and not _stages_paired(t, output))
             and not (output in SUMMED_OUTPUTS and t.k_blocks > 1))
 
 
@@ -774,12 +784,13 @@ def spills_beside_copies(img: Image, arch: str) -> bool:
     return arch != "sm_90" and c.get("wgmma") == 2 and c.get("block_n") == 256
 
 
-def _stages_gated(t: Tile) -> bool:
-    """A tile whose tensor copies store a gated product's C and activation:
-    a walk fed by tensor copies (WGMMA 2, each warpgroup 64 rows of every
-    tile; or 3, each warpgroup its own tiles, a 64-row half after the other
-    through its slab), each half of the tile whole boxes of 64 columns."""
-    return t.wgmma >= 2 and t.block_n % 128 == 0
+def _stages_paired(t: Tile, output: str) -> bool:
+    """A tile whose tensor copies store a gated product's C and activation,
+    or a rotary product's heads: a walk fed by tensor copies (WGMMA 2, each
+    warpgroup 64 rows of every tile; or 3, each warpgroup its own tiles, a
+    64-row half after the other through its slab); a gated tile's halves
+    whole boxes of 64 columns (a rotary tile's heads are)."""
+    return t.wgmma >= 2 and {"gated": t.block_n % 128 == 0, "rope": True}.get(output, False)
 
 
 # Without a recorded choice: the seed's four-stage tiles, largest first, are

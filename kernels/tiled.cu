@@ -99,7 +99,15 @@ static_assert(WGMMA < 2 || BLOCK_K == 64, "a tensor copy's row is one 128-byte s
 struct alignas(64) TensorMap {
   unsigned long long words[16];
 };
-#if IMAGE_WGMMA >= 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && IMAGE_TENSOR_STORE && \
+#if IMAGE_WGMMA >= 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && IMAGE_TENSOR_STORE && defined(IMAGE_FAMILY_TILED_ROPE)
+// (the queries', the keys' and the values' planes: they go with `rope`)
+#define STAGED_HEADS_MAPS
+#define TENSOR_MAP_PARAMETERS                                                                       \
+  , const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, \
+      const __grid_constant__ TensorMap map_queries, const __grid_constant__ TensorMap map_keys, \
+      const __grid_constant__ TensorMap map_values
+#define TENSOR_MAP_ARGUMENTS , &map_a, &map_b, nullptr, nullptr
+#elif IMAGE_WGMMA >= 2 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && IMAGE_TENSOR_STORE && \
     ((IMAGE_WGMMA == 2 && IMAGE_RESIDUAL) || defined(IMAGE_FAMILY_TILED_GATED))
 // (the fourth: R's, or the gated activation's)
 #define TENSOR_MAP_PARAMETERS                                                                       \
@@ -340,10 +348,12 @@ struct Gated {
 #elif defined(IMAGE_FAMILY_TILED_ROPE)
 static_assert(RESIDUAL == 0, "tiled-rope adds no residual");
 // where the heads go ([batch][head][seq][64] each, the half format) and the
-// rotary tables ([32][SEQ] binary32, column-major)
+// rotary tables ([32][SEQ] binary32, column-major); where tensor copies
+// store the heads (TENSOR_STORE), the three planes' tensor maps
 struct Rope {
   HALF *queries, *keys, *values;
   const float *cosine, *sine;
+  const TensorMap* maps[3];
 };
 #define EPILOGUE_PARAMETER , Rope rope
 #define EPILOGUE_ARGUMENT , rope
@@ -373,10 +383,11 @@ static_assert(RESIDUAL == 0, "tiled adds no residual");
 // registers, the stores' time added to the products' (rr-m8192-n12288-k512
 // on the H200, alone: 241 us, 152 with no store at all). Other cards store
 // from the registers.
-static_assert(!TENSOR_STORE || (WGMMA >= 2 && (!HALF_C || (GATED && BLOCK_N % 128 == 0)) &&
+static_assert(!TENSOR_STORE || (WGMMA >= 2 && (!HALF_C || (GATED && BLOCK_N % 128 == 0) || ROPE) &&
                                  K_GROUPS == 1 && K_BLOCKS == 1),
               "a walking block's binary32 C (or a gated product's C and activation, each half of the tile "
-              "whole boxes of 64 columns), each tile's sums whole in its warpgroups");
+              "whole boxes of 64 columns, or a rotary product's heads), each tile's sums whole in its "
+              "warpgroups");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr bool STAGED_C = TENSOR_STORE;
 #else
@@ -392,9 +403,10 @@ constexpr bool STAGED_C = false;
 constexpr bool STAGED_R = STAGED_C && RESIDUAL && WGMMA == 2;
 // A slab: a warpgroup's 64 rows of a binary32 C, or of a gated product's
 // three boxes of 64 halves (its up half, gate half and their activation:
-// store_staged_gated, which takes a tile wider than 128 columns in passes)
+// store_staged_gated, which takes a tile wider than 128 columns in passes),
+// or a rotary product's heads, a box of 64 halves each (store_staged_heads)
 constexpr int SLAB_ROWS = 64, BOX_COLUMNS = 32;
-constexpr int SLAB_FLOATS = GATED ? 3 * SLAB_ROWS * 32 : SLAB_ROWS * BLOCK_N;
+constexpr int SLAB_FLOATS = GATED ? 3 * SLAB_ROWS * 32 : ROPE ? SLAB_ROWS * BLOCK_N / 2 : SLAB_ROWS * BLOCK_N;
 // the slabs' offset in the dynamic shared memory: past the ring, its
 // mbarriers (and R's), 1024-byte aligned (the swizzle's period; the
 // manifest's _product_shared)
@@ -488,6 +500,24 @@ __device__ __forceinline__ void turn(float& x, float& y, float c, float sn) {
 struct Angles {
   float cosine[2][8], sine[2][8];
 };
+
+// A warpgroup thread's query and key heads turned (PAIRED 32): each head's
+// n-tiles j < 4 with their partners j + 4 (column0: a column of the
+// thread's in the tile's first head; the thread's columns lie in each
+// head's first 8)
+__device__ __forceinline__ void turn_heads(float (&d)[BLOCK_N / 2], int column0, const Angles& angles) {
+#pragma unroll
+  for (int h = 0; h < BLOCK_N / 64; ++h)
+    if (column0 + 64 * h < ROTATED)  // a query or key head
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = 8 * h + q;
+          const int at = 2 * q + e % 2;
+          turn(d[4 * j + e], d[4 * (j + 4) + e], angles.cosine[e / 2][at], angles.sine[e / 2][at]);
+        }
+}
 
 __device__ __forceinline__ Angles angles_of(const Rope& rope, int row0, int column0) {
   Angles angles;
@@ -772,18 +802,7 @@ __device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[4 * D_T
   // each query and key head's n-tiles j < 4 turned with their partners
   // j + 4, then every head's pairs of n-tiles stored in its place
   static_assert(D_TILES == BLOCK_N / 8 && PAIRED == 32, "the whole tile, its heads whole, its columns in order");
-  const Angles angles = early ? *early : angles_of(rope, row0, column0);
-#pragma unroll
-  for (int h = 0; h < BLOCK_N / 64; ++h)
-    if (column0 + 64 * h < ROTATED)  // a query or key head (the thread's columns lie in the head's first 8)
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = 8 * h + q;
-          const int at = 2 * q + e % 2;
-          turn(d[4 * j + e], d[4 * (j + 4) + e], angles.cosine[e / 2][at], angles.sine[e / 2][at]);
-        }
+  turn_heads(d, column0, early ? *early : angles_of(rope, row0, column0));
 #pragma unroll
   for (int j = 0; j < D_TILES; j += 2)
 #pragma unroll
@@ -1391,6 +1410,55 @@ __device__ __forceinline__ void store_staged_gated(const float (&d)[BLOCK_N / 2]
 }
 #endif
 
+#if defined(IMAGE_FAMILY_TILED_ROPE)
+// A rotary product's staged stores (TENSOR_STORE): the warpgroup's 64 rows
+// of each head of the tile, the queries and keys turned, go through its
+// slab as a box of 64 halves (128 bytes) by 64 rows, 128-byte swizzled (a
+// row's 16-byte chunks by the row), a thread's pairs of halves a word each;
+// then one thread has the tensor memory accelerator store each box into
+// its head's plane, whose rows [batch][head][seq] hold the slab's 64 rows
+// (of one sequence) one after the other, and goes on. As store_staged, the
+// slab is written once its last stores have read it.
+// (row0, column0: the warpgroup's first row and the tile's first column;
+// angles: the thread's, at its rows.)
+template <int WARPGROUP>
+__device__ __forceinline__ void store_staged_heads(float (&d)[BLOCK_N / 2], int row0, int column0, const Rope& rope,
+                                                   const Angles& angles) {
+  static_assert(SEQ % SLAB_ROWS == 0, "a slab's rows in one sequence");
+  const int thread = threadIdx.x & 127, warp = thread >> 5, lane = thread & 31;
+  unsigned* const slab = slab_of<WARPGROUP, unsigned>();
+  constexpr int BOX_WORDS = 64 * 32;  // a head's words: 64 rows of 128 bytes
+  turn_heads(d, column0, angles);
+  slab_free<WARPGROUP>();
+#pragma unroll
+  for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
+      const int row = warp * 16 + (lane >> 2) + 8 * half_row;
+      slab[j / 8 * BOX_WORDS + row * 32 + ((j % 8 ^ (row & 7)) << 2) + (lane & 3)] =
+          pack_halves(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1]);
+    }
+  slab_written<WARPGROUP>();
+  if (warp == 0 && elect_one()) {
+    const unsigned long long policy = c_store_policy();
+    const int b = row0 / SEQ, s = row0 % SEQ;
+#pragma unroll
+    for (int h = 0; h < BLOCK_N / 64; ++h) {
+      const int head = column0 / 64 + h, plane = head < HEADS ? 0 : head < HEADS + KV_HEADS ? 1 : 2;
+      const int heads = plane == 0 ? HEADS : KV_HEADS, index = plane == 0 ? head : (head - HEADS) % KV_HEADS;
+      // (chosen, not indexed: indexed by a register, the maps took local memory)
+      const TensorMap* const map = plane == 0 ? rope.maps[0] : plane == 1 ? rope.maps[1] : rope.maps[2];
+      asm volatile(
+          "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;"
+          ::"l"(map), "r"(0), "r"((b * heads + index) * SEQ + s),
+          "r"(shared_address(slab + h * BOX_WORDS)), "l"(policy)
+          : "memory");
+    }
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+  }
+}
+#endif
+
 // The end of a warpgroup's walk with TENSOR_STORE: its last stores have
 // written C (and read the slab, which outlives the block no longer); the
 // first warp waits, its elected thread among them
@@ -1471,7 +1539,13 @@ __device__ __forceinline__ void multiply_tiles(C_ELEMENT* c, unsigned long long*
       }
     }
 #elif defined(IMAGE_FAMILY_TILED_ROPE)
-    store_warpgroup(c, d, row0, column0, rope, &angles);
+    if constexpr (STAGED_C) {
+      by_warpgroup(warpgroup, block_m, [&](auto w, int first_row) {
+        store_staged_heads<decltype(w)::value>(d, first_row, block_n, rope, angles);
+      });
+    } else {
+      store_warpgroup(c, d, row0, column0, rope, &angles);
+    }
 #elif defined(IMAGE_FAMILY_TILED_GATED)
     if constexpr (STAGED_C) {
       by_warpgroup(warpgroup, block_m, [&](auto w, int first_row) {
@@ -1548,6 +1622,9 @@ __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigne
 #endif
 #if defined(IMAGE_FAMILY_TILED_GATED)
         store_staged_gated<WARPGROUP < 0 ? 0 : WARPGROUP>(d[h], block_m + h * 64, block_n, map_c, map_x, gated);
+#elif defined(IMAGE_FAMILY_TILED_ROPE)
+        store_staged_heads<WARPGROUP < 0 ? 0 : WARPGROUP>(d[h], block_m + h * 64, block_n, rope,
+                                                          angles_of(rope, row, column));
 #else
         store_staged<WARPGROUP < 0 ? 0 : WARPGROUP>(d[h], block_m + h * 64, block_n, map_c);
 #endif
@@ -1729,7 +1806,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
 image(HALF* __restrict__ queries, HALF* __restrict__ keys, HALF* __restrict__ values, const HALF* __restrict__ a,
       const HALF* __restrict__ b, const float* __restrict__ cosine, const float* __restrict__ sine
       TENSOR_MAP_PARAMETERS) {
-  const Rope rope{queries, keys, values, cosine, sine};
+#if defined(STAGED_HEADS_MAPS)
+  const Rope rope{queries, keys, values, cosine, sine, {&map_queries, &map_keys, &map_values}};
+#else
+  const Rope rope{queries, keys, values, cosine, sine, {}};
+#endif
   HALF* const c = nullptr;  // C goes by head (head_place), through `rope`
 #elif defined(IMAGE_FAMILY_TILED_HEADS)
 extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER

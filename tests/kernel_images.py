@@ -156,8 +156,6 @@ def stored_gated_images() -> list[Image]:
 # hold two tiles' sums: with the activation they take local memory on
 # sm_90, so the sweep never chooses them for a gated product.)
 GATED_TILES = (0, 20, 40, 44, 59, 60)
-# (the same paths but tensor-copied stores, which a rotary C by head does not take)
-ROPE_TILES = tuple(i for i in GATED_TILES if not TILE_CANDIDATES[i].tensor_store)
 
 
 def gated_images() -> list[tuple[int, Image]]:
@@ -165,11 +163,19 @@ def gated_images() -> list[tuple[int, Image]]:
 
 
 # a rotary product's tile on the same paths (a 64-wide tile holds one
-# head), at the grouped shape: a tile's heads the queries', the keys' or the
-# values' (WGMMA 3 takes local memory here too)
+# head; 59 and 60 store the heads by tensor copies), at the grouped shape: a
+# tile's heads the queries', the keys' or the values'
 def rope_images() -> list[tuple[int, Image]]:
     return [(i, tiled_image("r", "r", GROUPED.tokens, GROUPED.qkv_width, GROUPED.width, False, "binary16", i, "rope",
-                            _heads(GROUPED))) for i in ROPE_TILES]
+                            _heads(GROUPED))) for i in GATED_TILES]
+
+
+# the rotary product on tiles 59 and 60 at 64 of the grouped shape's
+# sequences, whose tiles outnumber a walk's blocks: each warpgroup's slab
+# takes heads again once the copies before have read it
+def stored_rope_images() -> list[tuple[int, Image]]:
+    return [(i, tiled_image("r", "r", 64 * GROUPED.seq, GROUPED.qkv_width, 128, False, "binary16", i, "rope",
+                            _heads(GROUPED))) for i in (59, 60)]
 
 
 # a heads product's tile on each path its epilogue takes, at the small shape
@@ -208,5 +214,6 @@ CASES: list[tuple[str, Shape, Image]] = (
     + [(f"heads-tile-{n}-{i.name}", SMALL, i) for n, i in heads_images()]
     + [(f"stored-tile-{n}-{i.name}", SMALL, i) for n, i in stored_images()]
     + [(f"stored-gated-tile-{i.name}", SMALL, i) for i in stored_gated_images()]
+    + [(f"stored-rope-tile-{n}-{i.name}", GROUPED, i) for n, i in stored_rope_images()]
     + [(f"wide-tile-{i.name}", SMALL, i) for i in wide_images()]
 )
