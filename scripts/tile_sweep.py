@@ -9,32 +9,33 @@ other rows, on a device that gives a block as much).
         [--step KEY=N,N,... [--rounds R]]
 
 A candidate whose image takes local memory on an architecture the images
-serve (sm_86, sm_90; but see `spills_beside_copies`), or whose machine code
-the certificate's schedule check refuses there, is timed but never chosen.
-Each candidate is checked before it is timed: fresh random operands (never
-zeros), C poisoned with NaN, the relative error against a float64 product on
-the GPU must be under 1e-4 (1e-3 for a C in the half format; a gated
-product's activation, against the activation of its own C, too; a rotary
-product's heads, against its C rounded and turned by random angles; a
-context gradient's heads, against its C rounded, and its row terms, against
-those of its own heads and the random output it reads). A time is one
-launch's share of a graph of REPEATS launches back to back (the plan's own
-gaps); the anchors are torch.matmul with half output timed the same way (a
-captured CUDA graph), and cuBLAS making what the product makes: C in
-binary32 where the product's is (torch.mm with out_dtype), with R added
-(torch.addmm, beta 1), checked against the float64 product as the tiles are.
-A shape keeps the tile the table written before records for it unless
-another is more than 5% faster. A shape whose tiles were also timed inside
-the whole update (`step_ms` in the table written before: the update's
-median, ms, with each tile) keeps the tile of the fastest update, the
-recorded one unless another's is more than 0.3% faster: a tile fastest
-alone can be slower beside the update's other launches (one of clusters
-waits for multiprocessors free together). `--step` takes those
-medians: the update of the plan the shape belongs to, with each tile given
-in turn, timed as `planner bench` times the plan's step (CUDA events, the
-median of its timed updates), for ROUNDS rounds, the mean of each tile's
-medians recorded. Needs a GPU, torch, the planner and Z3 (the schedule
-check).
+serve (sm_86, sm_90; but see `spills_beside_copies`), or whose machine
+code the certificate's schedule check refuses there, is timed but never
+chosen. Each candidate is checked before it is timed: fresh random
+operands (never zeros), C poisoned with NaN, the relative error against a
+float64 product on the GPU must be under 1e-4 (1e-3 for a C in the half
+format; a gated product's activation, against the activation of its own C,
+too; a rotary product's heads, against its C rounded and turned by random
+angles; a context gradient's heads, against its C rounded, and its row
+terms, against those of its own heads and the random output it reads). A
+time is one launch's share of a graph of REPEATS launches back to back
+(the plan's own gaps); the anchors are torch.matmul with half output timed
+the same way (a captured CUDA graph), and cuBLAS making what the product
+makes: C in binary32 where the product's is (torch.mm with out_dtype),
+with R added (torch.addmm, beta 1), checked against the float64 product as
+the tiles are. A shape keeps the tile the table written before records for
+it unless another is more than 5% faster. A shape whose tiles were also
+timed inside the whole update (`step_ms` in the table written before: the
+update's median, ms, with each tile) takes the tile of the fastest update,
+or, among the tiles within 0.3% of it (a tie), the one the 5% rule picks
+from their times alone: a tile fastest alone can be slower beside the
+update's other launches (one of clusters waits for multiprocessors free
+together), and where the update cannot tell tiles apart, their times alone
+can. `--step` takes those medians: the update of the plan the shape
+belongs to, with each tile given in turn, timed as `planner bench` times
+the plan's step (CUDA events, the median of its timed updates), for ROUNDS
+rounds, the mean of each tile's medians recorded. Needs a GPU, torch, the
+planner and Z3 (the schedule check).
 """
 
 from __future__ import annotations
@@ -73,12 +74,14 @@ REPEATS = 20
 # other launches can differ from its cost alone (one of clusters waits for
 # multiprocessors free together), which a near tie alone does not tell.
 MARGIN = 1.05
-# Inside the update the same: a recorded tile stays unless another's update
-# is faster by more than the rounds of one run differ (about 0.3%: one
-# tile's three rounds at 8 x 1024 on an H100, 9.4879 / 9.5187 / 9.4921 ms),
-# so that a tie does not take a tile much slower alone (cc-m512-n512-k8192
-# with K in four shares, tried and not kept: 9.5020 against the recorded
-# tile 48's 9.5066 ms, 23.9 against 14.5 us alone)
+# Inside the update: tiles whose updates differ by less than the rounds of
+# one run do (about 0.3%: one tile's three rounds at 8 x 1024 on an H100,
+# 9.4879 / 9.5187 / 9.4921 ms) are a tie, and their times alone decide
+# (MARGIN), so that a tie neither takes a tile much slower alone
+# (cc-m512-n512-k8192 with K in four shares, tried and not kept: 9.5020
+# against tile 48's 9.5066 ms, 23.9 against 14.5 us alone) nor keeps one
+# (the rotary product over a share at 8 x 1024 on an H100: tile 66 9.4862
+# against tile 60's 9.4791 ms, six rounds, 19.63 against 14.21 us alone)
 STEP_MARGIN = 1.003
 # the GELU's words of the gated product, as the plan passes them
 GELU = gelu_words(Constants.of(DEFAULT))
@@ -159,22 +162,22 @@ def fits(shape: tuple, row: dict, tile: str) -> bool:
 
 
 def choose(shape: tuple, row: dict, recorded: int | None = None, in_step: dict[str, float] | None = None) -> int:
-    """The tile of the fastest update among those timed inside it that fit
-    (`in_step`, where given), or the recorded one among them unless the
-    fastest beats it by more than STEP_MARGIN; else the fastest tile that
-    fits, or the recorded one, where it still fits, unless the fastest
-    beats it by more than MARGIN."""
+    """Among the tiles that fit: where some were timed inside the update
+    (`in_step`), those whose update is within STEP_MARGIN of the fastest
+    update's (a tie the update cannot tell apart); of these (or, with no
+    update timed, of all), the fastest alone, or the recorded one, where it
+    is among them, unless the fastest beats it alone by more than MARGIN."""
     fit = lambda tile: tile in row["tiles"] and fits(shape, row, tile)
     kept = str(recorded)
-    stepped = [tile for tile in sorted(in_step, key=in_step.get) if fit(tile)] if in_step else []
+    tiles = [tile for tile in row["tiles"] if fit(tile)]
+    stepped = [tile for tile in in_step if fit(tile)] if in_step else []
     if stepped:
-        if kept in stepped and in_step[kept] <= STEP_MARGIN * in_step[stepped[0]]:
-            return recorded
-        return int(stepped[0])
-    fastest = next((tile for tile in sorted(row["tiles"], key=lambda i: row["tiles"][i]["us"]) if fit(tile)), None)
-    if fastest is None:
+        fastest_update = min(in_step[tile] for tile in stepped)
+        tiles = [tile for tile in stepped if in_step[tile] <= STEP_MARGIN * fastest_update]
+    if not tiles:
         raise SystemExit(f"no tile computes {shape} within {bound(shape[7])} with an admitted image")
-    if fit(kept) and row["tiles"][kept]["us"] <= MARGIN * row["tiles"][fastest]["us"]:
+    fastest = min(tiles, key=lambda tile: row["tiles"][tile]["us"])
+    if kept in tiles and row["tiles"][kept]["us"] <= MARGIN * row["tiles"][fastest]["us"]:
         return recorded
     return int(fastest)
 

@@ -1,9 +1,9 @@
-"""The tile sweep's choices from measured times (its --measured mode, no GPU):
-a sweep of some shapes keeps the table's other rows, a half C is held to
-its own error bound, a recorded tile stays unless another is clearly faster
-alone or inside the update, an unknown shape is refused; the update
-`--step` times has the tile it is given for the shape, and the others'
-recorded tiles."""
+"""The tile sweep's choices from measured times (its --measured mode, no GPU): a
+sweep of some shapes keeps the table's other rows, a half C is held to its own
+error bound, a recorded tile stays unless another is clearly faster alone or
+inside the update (a tie inside it decided alone), an unknown shape is
+refused; the update `--step` times has the tile it is given for the shape, and
+the others' recorded tiles."""
 
 from __future__ import annotations
 
@@ -81,15 +81,26 @@ def test_the_fastest_update_chooses_among_the_tiles_that_fit(monkeypatch, tmp_pa
     assert choices[KEY]["tile"] == 40 and choices[KEY]["step_ms"] == {"0": 2.0, "40": 2.1, "38": 2.2}
 
 
-def test_a_recorded_tile_stays_inside_the_update_unless_another_beats_it_by_the_step_margin(monkeypatch, tmp_path):
+def test_a_tie_inside_the_update_is_decided_alone(monkeypatch, tmp_path):
+    """Tiles whose updates lie within the step margin of the fastest are a
+    tie: of them the recorded tile stays unless another beats it alone by
+    the margin; past the step margin the fastest update wins, however slow
+    alone."""
     recorded = json.loads(TABLE.read_text())["choices"][KEY]["tile"]
     other = "40" if recorded != 40 else "38"
-    tiles = {str(recorded): {"us": 5.0, "error": 2e-4}, other: {"us": 4.0, "error": 2e-4}}
     near = 2.1 / tile_sweep.STEP_MARGIN * 1.001   # the other faster inside the update, within the margin
-    choices = _sweep(monkeypatch, tmp_path, tiles, step_ms={str(recorded): 2.1, other: near})
-    assert choices[KEY]["tile"] == recorded
     far = 2.1 / tile_sweep.STEP_MARGIN * 0.999
-    choices = _sweep(monkeypatch, tmp_path, tiles, step_ms={str(recorded): 2.1, other: far})
+    close = {str(recorded): {"us": 5.0, "error": 2e-4}, other: {"us": 5.0 / tile_sweep.MARGIN * 1.01, "error": 2e-4}}
+    choices = _sweep(monkeypatch, tmp_path, close, step_ms={str(recorded): 2.1, other: near})
+    assert choices[KEY]["tile"] == recorded
+    faster_alone = {str(recorded): {"us": 5.0, "error": 2e-4}, other: {"us": 4.0, "error": 2e-4}}
+    choices = _sweep(monkeypatch, tmp_path, faster_alone, step_ms={str(recorded): 2.1, other: near})
+    assert choices[KEY]["tile"] == int(other)
+    # the recorded tile's update the faster, within the margin: the tie still goes to the faster alone
+    choices = _sweep(monkeypatch, tmp_path, faster_alone, step_ms={str(recorded): near, other: 2.1})
+    assert choices[KEY]["tile"] == int(other)
+    slower_alone = {str(recorded): {"us": 4.0, "error": 2e-4}, other: {"us": 5.0, "error": 2e-4}}
+    choices = _sweep(monkeypatch, tmp_path, slower_alone, step_ms={str(recorded): 2.1, other: far})
     assert choices[KEY]["tile"] == int(other)
 
 
