@@ -680,9 +680,10 @@ class Tile:
                       # of tensor copies, a wave of blocks walking the tiles (3: a tile a warpgroup)
     k_blocks: int = 1  # a cluster's blocks that split K (sm_90 on)
     per_sm: int = 1  # WGMMA 2, 3: the walking blocks a multiprocessor holds at once (the grid's waves)
-    tensor_store: int = 0  # WGMMA 2, 3, a binary32 C: C goes through shared memory, the tensor memory
-                           # accelerator stores it while the warpgroups multiply the next tile (WGMMA 2:
-                           # and brings a residual's R into it while they multiply R's tile)
+    tensor_store: int = 0  # WGMMA 2, 3, a binary32 C (or a gated or rotary product's): C goes through
+                           # shared memory, the tensor memory accelerator stores it while the warpgroups
+                           # multiply the next tile (WGMMA 2: and brings a residual's R into it while
+                           # they multiply R's tile)
 
     def shared(self, output: str = "binary32") -> int:
         """The shared memory a product's block takes with this tile (a

@@ -376,13 +376,14 @@ static_assert(RESIDUAL == 0, "tiled adds no residual");
 #endif
 
 // TENSOR_STORE (sm_90a): each multiplying warpgroup leaves its 64 rows of a
-// tile's binary32 C in a slab of shared memory past the ring, and one of its
-// threads has the tensor memory accelerator store them (bulk tensor copies
-// of boxes of 32 columns, 128 bytes a row, 128-byte swizzled), while the
-// warpgroup goes on to the next tile's products: with C stored from the
-// registers, the stores' time added to the products' (rr-m8192-n12288-k512
-// on the H200, alone: 241 us, 152 with no store at all). Other cards store
-// from the registers.
+// tile's binary32 C (a gated product's halves and activation, a rotary
+// product's heads: boxes of 64 halves) in a slab of shared memory past the
+// ring, and one of its threads has the tensor memory accelerator store them
+// (bulk tensor copies of boxes of 32 columns, 128 bytes a row, 128-byte
+// swizzled), while the warpgroup goes on to the next tile's products: with C
+// stored from the registers, the stores' time added to the products'
+// (rr-m8192-n12288-k512 on the H200, alone: 241 us, 152 with no store at
+// all). Other cards store from the registers.
 static_assert(!TENSOR_STORE || (WGMMA >= 2 && (!HALF_C || (GATED && BLOCK_N % 128 == 0) || ROPE) &&
                                  K_GROUPS == 1 && K_BLOCKS == 1),
               "a walking block's binary32 C (or a gated product's C and activation, each half of the tile "
