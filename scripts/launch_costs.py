@@ -5,16 +5,16 @@ run twice.
 
 A FAMILY is one or more prefixes of image names joined by commas
 (`attention-key,attention-query`). Each launch whose image starts with one
-of them gets a second copy with the same parameter block, issued right
-after it; the submissions' dependencies are then derived again from the
-accesses, as the planner derives every plan's (`planner.schedule.order`),
-so the copy waits for the launch and the launch's readers wait for the
-copy. Every copy so reads the values the launch read and writes what it
-wrote again: where the device's throughput bounds the update, what the
-copies add is about what the family costs. (Emptying a family instead runs
-its readers on stale values, faster than on real ones, or into NaNs.) A launch that reads what it writes (AdamW,
-the embedding's scatter) writes something else the second time; the table
-marks a family whose losses differ from the plan's.
+of them gets a second copy with the same parameter block, issued right after
+it; the submissions' dependencies are then derived again from the accesses,
+as the planner derives every plan's (`planner.schedule.order`), so the copy
+waits for the launch and the launch's readers wait for the copy. Every copy
+so reads the values the launch read and writes what it wrote again: where
+the device's throughput bounds the update, what the copies add is about what
+the family costs. (Emptying a family instead runs its readers on stale
+values, faster than on real ones, or into NaNs.) A launch that reads what it
+writes (AdamW, the embedding's scatter) writes something else the second
+time; the table marks a family whose losses differ from the plan's.
 
 Each plan is certified (every property, the machine code for the cards the
 images serve) and run with its certificate demanded, as `planner bench` runs
