@@ -1279,6 +1279,16 @@ __device__ __forceinline__ unsigned long long c_store_policy() {
   return policy;
 }
 
+// A box of a warpgroup's slab stored by a tensor copy through `map` at
+// (column, row) of its tensor, in the thread's bulk group (its caller
+// commits the group)
+__device__ __forceinline__ void store_box(const TensorMap* map, int column, int row, const void* box,
+                                          unsigned long long policy) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;"
+               ::"l"(map), "r"(column), "r"(row), "r"(shared_address(box)), "l"(policy)
+               : "memory");
+}
+
 // Warpgroup WARPGROUP's 64 rows of a tile's C (d: the thread's sums,
 // n-tile j at rows lane / 4 and 8 below, columns 2 (lane % 4) + 0, 1; row0,
 // column0: C's first row and column of them) through its slab
@@ -1324,10 +1334,7 @@ __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int 
     const unsigned long long policy = c_store_policy();
 #pragma unroll
     for (int box = 0; box < BLOCK_N / BOX_COLUMNS; ++box)
-      asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;"
-                   ::"l"(map_c), "r"(column0 + box * BOX_COLUMNS), "r"(row0),
-                   "r"(shared_address(slab + box * SLAB_ROWS * BOX_COLUMNS)), "l"(policy)
-                   : "memory");
+      store_box(map_c, column0 + box * BOX_COLUMNS, row0, slab + box * SLAB_ROWS * BOX_COLUMNS, policy);
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
   }
 }
@@ -1400,11 +1407,7 @@ __device__ __forceinline__ void store_staged_gated(const float (&d)[BLOCK_N / 2]
       const TensorMap* const maps[3] = {map_c, map_c, map_gated};
       const int columns[3] = {up, N / 2 + up, up};
 #pragma unroll
-      for (int b = 0; b < 3; ++b)
-        asm volatile(
-            "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;"
-            ::"l"(maps[b]), "r"(columns[b]), "r"(row0), "r"(shared_address(slab + b * BOX_WORDS)), "l"(policy)
-            : "memory");
+      for (int b = 0; b < 3; ++b) store_box(maps[b], columns[b], row0, slab + b * BOX_WORDS, policy);
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
   }
@@ -1449,11 +1452,7 @@ __device__ __forceinline__ void store_staged_heads(float (&d)[BLOCK_N / 2], int 
       const int heads = plane == 0 ? HEADS : KV_HEADS, index = plane == 0 ? head : (head - HEADS) % KV_HEADS;
       // (chosen, not indexed: indexed by a register, the maps took local memory)
       const TensorMap* const map = plane == 0 ? rope.maps[0] : plane == 1 ? rope.maps[1] : rope.maps[2];
-      asm volatile(
-          "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;"
-          ::"l"(map), "r"(0), "r"((b * heads + index) * SEQ + s),
-          "r"(shared_address(slab + h * BOX_WORDS)), "l"(policy)
-          : "memory");
+      store_box(map, 0, (b * heads + index) * SEQ + s, slab + h * BOX_WORDS, policy);
     }
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
   }
