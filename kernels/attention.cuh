@@ -119,6 +119,7 @@ __device__ __forceinline__ HALF* part_stages(int part) {
   } else {
     extern __shared__ __align__(1024) HALF shared[];
     static_assert(HALVES * sizeof(HALF) % 1024 == 0, "each part's tiles 1024-byte aligned");
+    static_assert(PARTS * HALVES * sizeof(HALF) <= IMAGE_SHARED_BYTES, "the manifest gives every part its stages");
     return shared + part * HALVES;
   }
 }
@@ -138,6 +139,8 @@ __device__ __forceinline__ void part_sync(int part) {
 template <int VALUES, typename Merge>
 __device__ __forceinline__ bool meet_parts(float (&values)[VALUES], int part, int thread, Merge merge) {
   if constexpr (PARTS == 1) return true;
+  static_assert((PARTS - 1) * VALUES * PART_THREADS * sizeof(float) <= IMAGE_SHARED_BYTES,
+                "the manifest gives the later parts' sums their room");
   extern __shared__ __align__(1024) HALF shared[];
   return meet_groups<PARTS, PART_THREADS>(values, reinterpret_cast<float*>(shared), part, thread, merge);
 }

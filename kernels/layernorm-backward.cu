@@ -51,6 +51,7 @@ constexpr int ROWS_PER_WARP = (ROWS_PER_PART + WARPS - 1) / WARPS;
 constexpr int STAGE_WORDS = ROWS32 * WIDTH + WIDTH / 2;
 constexpr int STAGE_BYTES = WARPS * 2 * STAGE_WORDS * 4;
 constexpr bool AHEAD = ROWS_PER_WARP > 1 && WIDTH % 256 == 0 && STAGE_BYTES <= 99 * 1024;
+static_assert(!AHEAD || STAGE_BYTES <= IMAGE_SHARED_BYTES, "the manifest gives the rows' stages");
 
 // a lane's pair of dy (a word of two halves) as binary32
 __device__ __forceinline__ float2 dy_pair(const unsigned* row, int pair) {

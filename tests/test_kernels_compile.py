@@ -6,6 +6,8 @@ attention's warpgroup products stay in flight together."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from planner.kernels.manifest import (POINTER, PRODUCT_FAMILIES, SHARED_LIMIT, STREAMING_ATTENTION, image,
@@ -101,6 +103,28 @@ def test_the_cache_is_keyed_and_overridable(tmp_path, monkeypatch):
     assert nvrtc.cache_key(img, "sm_90") != nvrtc.cache_key(img, "sm_86")
     cached.write_bytes(b"from the cache")
     assert nvrtc.compile_image(img, "sm_86") == b"from the cache"
+
+
+@pytest.mark.parametrize("img,says", [
+    (image("attention-forward", batch=1, seq=1024, heads=8, kv_heads=8, parts=2, half="binary16"),
+     "the manifest gives every part its stages"),
+    (image("attention-key", batch=1, seq=1024, heads=8, kv_heads=8, parts=1, half="binary16"),
+     "the manifest gives every part its stages"),
+    (image("layernorm-backward", rows=8192, width=512, parts=layernorm_parts(8192), half="binary16"),
+     "the manifest gives the rows' stages"),
+], ids=["forward-two-parts", "key-walk", "layernorm-backward-ahead"])
+def test_a_manifest_giving_less_shared_memory_than_the_source_lays_out_does_not_compile(img, says):
+    """A source that carves the dynamic shared memory itself asserts that
+    the manifest gives what it carves (IMAGE_SHARED_BYTES), so that a
+    manifest short of it is refused when the image is made, not found by a
+    launch writing past it (a forward of two parts whose stages grew by a
+    tile: CUDA_ERROR_ILLEGAL_ADDRESS). The images as the manifest makes
+    them compile (test_cubin_honours_the_manifest); 1 KB less does not."""
+    assert img.shared_bytes > 0
+    nvrtc._compile(img, "sm_90")
+    short = replace(img, shared_bytes=img.shared_bytes - 1024)
+    with pytest.raises(nvrtc.CompileError, match=says):
+        nvrtc._compile(short, "sm_90")
 
 
 def test_a_refused_image_carries_the_log(monkeypatch):

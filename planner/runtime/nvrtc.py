@@ -48,10 +48,15 @@ def prelude(img: Image) -> str:
     macro IMAGE_<NAME>, for what only the preprocessor can choose, such as
     whether a kernel carries an attribute), the half format as the macro
     HALF_BFLOAT16, the operand layouts as `constexpr bool` A_COLUMNS /
-    B_COLUMNS; BLOCK, the manifest's block; and IMAGE_FAMILY_<FAMILY> (a
-    source several families share picks its parameter list by it)."""
+    B_COLUMNS; BLOCK, the manifest's block; the macro IMAGE_SHARED_BYTES,
+    the dynamic shared memory the manifest gives a launch (a source that
+    lays out its own there asserts that it fits, so that a manifest giving
+    less is a compile error, not a launch writing past it; a macro, as a
+    constant of its own put four bytes of data into every cubin); and
+    IMAGE_FAMILY_<FAMILY> (a source several families share picks its
+    parameter list by it)."""
     lines = [f"// image {img.name} of family {img.family}", f"#define IMAGE_FAMILY_{_macro(img.family)} 1",
-             f"constexpr int BLOCK = {img.block};"]
+             f"constexpr int BLOCK = {img.block};", f"#define IMAGE_SHARED_BYTES {img.shared_bytes}"]
     for name, value in img.constants:  # manifest.image took only words and ints the source knows
         if name == "half":
             lines.append(f"#define HALF_BFLOAT16 {int(value == 'bfloat16')}")
