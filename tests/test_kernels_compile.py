@@ -116,10 +116,10 @@ def test_the_cache_is_keyed_and_overridable(tmp_path, monkeypatch):
 def test_a_manifest_giving_less_shared_memory_than_the_source_lays_out_does_not_compile(img, says):
     """A source that carves the dynamic shared memory itself asserts that
     the manifest gives what it carves (IMAGE_SHARED_BYTES), so that a
-    manifest short of it is refused when the image is made, not found by a
-    launch writing past it (a forward of two parts whose stages grew by a
-    tile: CUDA_ERROR_ILLEGAL_ADDRESS). The images as the manifest makes
-    them compile (test_cubin_honours_the_manifest); 1 KB less does not."""
+    manifest short of it is refused when the image is compiled, not found
+    by a launch writing past it (a forward of two parts whose stages grew
+    by a tile: CUDA_ERROR_ILLEGAL_ADDRESS). The image as the manifest
+    makes it compiles; with 1 KB less it does not."""
     assert img.shared_bytes > 0
     nvrtc._compile(img, "sm_90")
     short = replace(img, shared_bytes=img.shared_bytes - 1024)
