@@ -412,6 +412,12 @@ constexpr int SLAB_FLOATS = GATED ? 3 * SLAB_ROWS * 32 : ROPE ? SLAB_ROWS * BLOC
 // mbarriers (and R's), 1024-byte aligned (the swizzle's period; the
 // manifest's _product_shared)
 constexpr int SLAB_OFFSET = (STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + (STAGED_R ? 16 : 0) + 1023) / 1024 * 1024;
+// what the manifest gives (IMAGE_SHARED_BYTES) holds the ring and its
+// mbarriers where tensor copies fill it, and every multiplying warpgroup's slab
+static_assert(!TENSOR_COPIES || STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + (STAGED_R ? 16 : 0) <= IMAGE_SHARED_BYTES,
+              "the manifest gives the ring and its mbarriers");
+static_assert(!STAGED_C || SLAB_OFFSET + GROUP_THREADS / 128 * SLAB_FLOATS * 4 <= IMAGE_SHARED_BYTES,
+              "the manifest gives every multiplying warpgroup its slab");
 
 // A C larger than half the L2 does not stay there for its reader: its
 // stores are marked to leave L2 first, and the operands' tensor copies to

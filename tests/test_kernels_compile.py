@@ -112,7 +112,11 @@ def test_the_cache_is_keyed_and_overridable(tmp_path, monkeypatch):
      "the manifest gives every part its stages"),
     (image("layernorm-backward", rows=8192, width=512, parts=layernorm_parts(8192), half="binary16"),
      "the manifest gives the rows' stages"),
-], ids=["forward-two-parts", "key-walk", "layernorm-backward-ahead"])
+    (next(c[2] for c in CASES if c[0] == "tile-40-tiled-rc-m256-n256-k512"),
+     "the manifest gives the ring and its mbarriers"),
+    (next(c[2] for c in CASES if c[0] == "stored-tile-60-tiled-rc-m2048-n2304-k128"),
+     "the manifest gives every multiplying warpgroup its slab"),
+], ids=["forward-two-parts", "key-walk", "layernorm-backward-ahead", "product-ring", "product-slabs"])
 def test_a_manifest_giving_less_shared_memory_than_the_source_lays_out_does_not_compile(img, says):
     """A source that carves the dynamic shared memory itself asserts that
     the manifest gives what it carves (IMAGE_SHARED_BYTES), so that a
