@@ -408,14 +408,16 @@ constexpr bool STAGED_R = STAGED_C && RESIDUAL && WGMMA == 2;
 // or a rotary product's heads, a box of 64 halves each (store_staged_heads)
 constexpr int SLAB_ROWS = 64, BOX_COLUMNS = 32;
 constexpr int SLAB_FLOATS = GATED ? 3 * SLAB_ROWS * 32 : ROPE ? SLAB_ROWS * BLOCK_N / 2 : SLAB_ROWS * BLOCK_N;
+// the bytes of the ring and its mbarriers (and R's), where tensor copies
+// fill it (a function: a constant of its own put data into every cubin)
+constexpr int ring_bytes() { return STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + (STAGED_R ? 16 : 0); }
 // the slabs' offset in the dynamic shared memory: past the ring, its
 // mbarriers (and R's), 1024-byte aligned (the swizzle's period; the
 // manifest's _product_shared)
-constexpr int SLAB_OFFSET = (STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + (STAGED_R ? 16 : 0) + 1023) / 1024 * 1024;
+constexpr int SLAB_OFFSET = (ring_bytes() + 1023) / 1024 * 1024;
 // what the manifest gives (IMAGE_SHARED_BYTES) holds the ring and its
 // mbarriers where tensor copies fill it, and every multiplying warpgroup's slab
-static_assert(!TENSOR_COPIES || STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + (STAGED_R ? 16 : 0) <= IMAGE_SHARED_BYTES,
-              "the manifest gives the ring and its mbarriers");
+static_assert(!TENSOR_COPIES || ring_bytes() <= IMAGE_SHARED_BYTES, "the manifest gives the ring and its mbarriers");
 static_assert(!STAGED_C || SLAB_OFFSET + GROUP_THREADS / 128 * SLAB_FLOATS * 4 <= IMAGE_SHARED_BYTES,
               "the manifest gives every multiplying warpgroup its slab");
 
