@@ -997,8 +997,8 @@ constexpr int WARP_HEADS = TILES_N / HEAD_TILES;           // the heads (or part
 __device__ __forceinline__ float* row_sums() {
   extern __shared__ __align__(1024) HALF shared[];
   if constexpr (WGMMA >= 2) {
-    constexpr int AFTER_RING = STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + (K_GROUPS - 1) * BLOCK_M * BLOCK_N * 4;
-    return reinterpret_cast<float*>(reinterpret_cast<char*>(shared) + AFTER_RING);
+    return reinterpret_cast<float*>(reinterpret_cast<char*>(shared) + ring_bytes() +
+                                    (K_GROUPS - 1) * BLOCK_M * BLOCK_N * 4);
   }
   return reinterpret_cast<float*>(shared);
 }
