@@ -988,6 +988,11 @@ __device__ __forceinline__ void paired_n_tiles(float (&accumulator)[TILES_M][TIL
 constexpr int HEAD_PARTS = WARP_N < 64 ? 64 / WARP_N : 1;  // the warps holding a head's row
 constexpr int HEAD_TILES = WARP_N < 64 ? TILES_N : 8;      // a warp's n-tiles of each head it holds
 constexpr int WARP_HEADS = TILES_N / HEAD_TILES;           // the heads (or part of one) it holds
+// where the block walks tiles, what the manifest gives (IMAGE_SHARED_BYTES)
+// holds the row sums past the ring, its mbarriers and the K groups' sums
+static_assert(WGMMA < 2 || HEAD_PARTS == 1 ||
+                  ring_bytes() + (K_GROUPS - 1) * BLOCK_M * BLOCK_N * 4 + WARPS_N * BLOCK_M * 4 <= IMAGE_SHARED_BYTES,
+              "the manifest gives the row sums their bytes past the ring");
 
 // Where the warps' shares of a head's row terms meet, a word for each row
 // of the tile and warp along N (the manifest's _row_sums_shared): where the

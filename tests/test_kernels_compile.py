@@ -116,7 +116,10 @@ def test_the_cache_is_keyed_and_overridable(tmp_path, monkeypatch):
      "the manifest gives the ring and its mbarriers"),
     (next(c[2] for c in CASES if c[0] == "stored-tile-60-tiled-rc-m2048-n2304-k128"),
      "the manifest gives every multiplying warpgroup its slab"),
-], ids=["forward-two-parts", "key-walk", "layernorm-backward-ahead", "product-ring", "product-slabs"])
+    (next(c[2] for c in CASES if c[0] == "heads-tile-54-tiled-rc-m1024-n256-k256-heads"),
+     "the manifest gives the row sums their bytes past the ring"),
+], ids=["forward-two-parts", "key-walk", "layernorm-backward-ahead", "product-ring", "product-slabs",
+        "heads-row-sums"])
 def test_a_manifest_giving_less_shared_memory_than_the_source_lays_out_does_not_compile(img, says):
     """A source that carves the dynamic shared memory itself asserts that
     the manifest gives what it carves (IMAGE_SHARED_BYTES), so that a
