@@ -420,6 +420,17 @@ constexpr int SLAB_OFFSET = (ring_bytes() + 1023) / 1024 * 1024;
 static_assert(!TENSOR_COPIES || ring_bytes() <= IMAGE_SHARED_BYTES, "the manifest gives the ring and its mbarriers");
 static_assert(!STAGED_C || SLAB_OFFSET + GROUP_THREADS / 128 * SLAB_FLOATS * 4 <= IMAGE_SHARED_BYTES,
               "the manifest gives every multiplying warpgroup its slab");
+// ... and, where two warpgroups take a tile's K steps in turn, the second's
+// sums past the ring's mbarriers (multiply_tiles_in_turns)
+static_assert(WGMMA < 2 || K_GROUPS == 1 || ring_bytes() + BLOCK_M * BLOCK_N * 4 <= IMAGE_SHARED_BYTES,
+              "the manifest gives the second warpgroup's sums past the ring");
+// Without a copying warpgroup (WGMMA 0, 1) each K group has its own ring,
+// and the later K groups' (or a cluster's later blocks') sums go where the
+// rings were (meet_k_groups, meet_k_blocks): the manifest gives both
+static_assert(WGMMA >= 2 || K_GROUPS * STAGES * STAGE_HALVES * 2 <= IMAGE_SHARED_BYTES,
+              "the manifest gives every K group its ring");
+static_assert(WGMMA >= 2 || (K_GROUPS > 1 ? K_GROUPS - 1 : K_BLOCKS > 1) * BLOCK_M * BLOCK_N * 4 <= IMAGE_SHARED_BYTES,
+              "the manifest gives the later K groups' or blocks' sums");
 
 // A C larger than half the L2 does not stay there for its reader: its
 // stores are marked to leave L2 first, and the operands' tensor copies to

@@ -118,8 +118,14 @@ def test_the_cache_is_keyed_and_overridable(tmp_path, monkeypatch):
      "the manifest gives every multiplying warpgroup its slab"),
     (next(c[2] for c in CASES if c[0] == "heads-tile-54-tiled-rc-m1024-n256-k256-heads"),
      "the manifest gives the row sums their bytes past the ring"),
+    (next(c[2] for c in CASES if c[0] == "tile-52-tiled-rc-m256-n256-k512"),
+     "the manifest gives the second warpgroup's sums past the ring"),
+    (next(c[2] for c in CASES if c[0] == "tile-8-tiled-cc-m256-n256-k512"),
+     "the manifest gives every K group its ring"),
+    (next(c[2] for c in CASES if c[0] == "tile-12-tiled-rr-m256-n256-k512"),
+     "the manifest gives the later K groups' or blocks' sums"),
 ], ids=["forward-two-parts", "key-walk", "layernorm-backward-ahead", "product-ring", "product-slabs",
-        "heads-row-sums"])
+        "heads-row-sums", "product-turns", "product-k-groups", "product-k-group-sums"])
 def test_a_manifest_giving_less_shared_memory_than_the_source_lays_out_does_not_compile(img, says):
     """A source that carves the dynamic shared memory itself asserts that
     the manifest gives what it carves (IMAGE_SHARED_BYTES), so that a
