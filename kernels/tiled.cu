@@ -411,6 +411,9 @@ constexpr int SLAB_FLOATS = GATED ? 3 * SLAB_ROWS * 32 : ROPE ? SLAB_ROWS * BLOC
 // the bytes of the ring and its mbarriers (and R's), where tensor copies
 // fill it (a function: a constant of its own put data into every cubin)
 constexpr int ring_bytes() { return STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + (STAGED_R ? 16 : 0); }
+// the later K groups' sums, a tile's in binary32 each: past the ring where
+// the block walks tiles (multiply_tiles_in_turns), else where the rings were
+constexpr int later_sums_bytes() { return (K_GROUPS - 1) * BLOCK_M * BLOCK_N * 4; }
 // the slabs' offset in the dynamic shared memory: past the ring, its
 // mbarriers (and R's), 1024-byte aligned (the swizzle's period; the
 // manifest's _product_shared)
@@ -422,14 +425,15 @@ static_assert(!STAGED_C || SLAB_OFFSET + GROUP_THREADS / 128 * SLAB_FLOATS * 4 <
               "the manifest gives every multiplying warpgroup its slab");
 // ... and, where two warpgroups take a tile's K steps in turn, the second's
 // sums past the ring's mbarriers (multiply_tiles_in_turns)
-static_assert(WGMMA < 2 || K_GROUPS == 1 || ring_bytes() + BLOCK_M * BLOCK_N * 4 <= IMAGE_SHARED_BYTES,
+static_assert(WGMMA < 2 || K_GROUPS == 1 || ring_bytes() + later_sums_bytes() <= IMAGE_SHARED_BYTES,
               "the manifest gives the second warpgroup's sums past the ring");
 // Without a copying warpgroup (WGMMA 0, 1) each K group has its own ring,
 // and the later K groups' (or a cluster's later blocks') sums go where the
 // rings were (meet_k_groups, meet_k_blocks): the manifest gives both
 static_assert(WGMMA >= 2 || K_GROUPS * STAGES * STAGE_HALVES * 2 <= IMAGE_SHARED_BYTES,
               "the manifest gives every K group its ring");
-static_assert(WGMMA >= 2 || (K_GROUPS > 1 ? K_GROUPS - 1 : K_BLOCKS > 1) * BLOCK_M * BLOCK_N * 4 <= IMAGE_SHARED_BYTES,
+static_assert(WGMMA >= 2 ||
+                  (K_GROUPS > 1 ? later_sums_bytes() : (K_BLOCKS > 1) * BLOCK_M * BLOCK_N * 4) <= IMAGE_SHARED_BYTES,
               "the manifest gives the later K groups' or blocks' sums");
 
 // A C larger than half the L2 does not stay there for its reader: its
@@ -999,24 +1003,19 @@ __device__ __forceinline__ void paired_n_tiles(float (&accumulator)[TILES_M][TIL
 constexpr int HEAD_PARTS = WARP_N < 64 ? 64 / WARP_N : 1;  // the warps holding a head's row
 constexpr int HEAD_TILES = WARP_N < 64 ? TILES_N : 8;      // a warp's n-tiles of each head it holds
 constexpr int WARP_HEADS = TILES_N / HEAD_TILES;           // the heads (or part of one) it holds
-// where the block walks tiles, what the manifest gives (IMAGE_SHARED_BYTES)
-// holds the row sums past the ring, its mbarriers and the K groups' sums
-static_assert(WGMMA < 2 || HEAD_PARTS == 1 ||
-                  ring_bytes() + (K_GROUPS - 1) * BLOCK_M * BLOCK_N * 4 + WARPS_N * BLOCK_M * 4 <= IMAGE_SHARED_BYTES,
-              "the manifest gives the row sums their bytes past the ring");
-
 // Where the warps' shares of a head's row terms meet, a word for each row
 // of the tile and warp along N (the manifest's _row_sums_shared): where the
 // block walks tiles (WGMMA 2, 3), past the ring, its mbarriers and the K
 // groups' sums, as the copying warpgroup goes on filling the ring; else
-// the ring, which the block is done with.
+// the ring, which the block is done with. What the manifest gives
+// (IMAGE_SHARED_BYTES) holds them.
+constexpr int row_sums_offset() { return WGMMA >= 2 ? ring_bytes() + later_sums_bytes() : 0; }
+static_assert(HEAD_PARTS == 1 || row_sums_offset() + WARPS_N * BLOCK_M * 4 <= IMAGE_SHARED_BYTES,
+              "the manifest gives the row sums their bytes");
+
 __device__ __forceinline__ float* row_sums() {
   extern __shared__ __align__(1024) HALF shared[];
-  if constexpr (WGMMA >= 2) {
-    return reinterpret_cast<float*>(reinterpret_cast<char*>(shared) + ring_bytes() +
-                                    (K_GROUPS - 1) * BLOCK_M * BLOCK_N * 4);
-  }
-  return reinterpret_cast<float*>(shared);
+  return reinterpret_cast<float*>(reinterpret_cast<char*>(shared) + row_sums_offset());
 }
 
 // The warps' epilogue of a heads product (`store_warps`): each row's

@@ -117,7 +117,7 @@ def test_the_cache_is_keyed_and_overridable(tmp_path, monkeypatch):
     (next(c[2] for c in CASES if c[0] == "stored-tile-60-tiled-rc-m2048-n2304-k128"),
      "the manifest gives every multiplying warpgroup its slab"),
     (next(c[2] for c in CASES if c[0] == "heads-tile-54-tiled-rc-m1024-n256-k256-heads"),
-     "the manifest gives the row sums their bytes past the ring"),
+     "the manifest gives the row sums their bytes"),
     (next(c[2] for c in CASES if c[0] == "tile-52-tiled-rc-m256-n256-k512"),
      "the manifest gives the second warpgroup's sums past the ring"),
     (next(c[2] for c in CASES if c[0] == "tile-8-tiled-cc-m256-n256-k512"),
