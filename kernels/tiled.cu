@@ -1003,6 +1003,7 @@ __device__ __forceinline__ void paired_n_tiles(float (&accumulator)[TILES_M][TIL
 constexpr int HEAD_PARTS = WARP_N < 64 ? 64 / WARP_N : 1;  // the warps holding a head's row
 constexpr int HEAD_TILES = WARP_N < 64 ? TILES_N : 8;      // a warp's n-tiles of each head it holds
 constexpr int WARP_HEADS = TILES_N / HEAD_TILES;           // the heads (or part of one) it holds
+
 // Where the warps' shares of a head's row terms meet, a word for each row
 // of the tile and warp along N (the manifest's _row_sums_shared): where the
 // block walks tiles (WGMMA 2, 3), past the ring, its mbarriers and the K
