@@ -105,27 +105,31 @@ def test_the_cache_is_keyed_and_overridable(tmp_path, monkeypatch):
     assert nvrtc.compile_image(img, "sm_86") == b"from the cache"
 
 
+def _case(name: str):
+    """The image of the kernel case `name` (tests/kernel_images.py)."""
+    return next(img for case, _, img, *_ in CASES if case == name)
+
+
 @pytest.mark.parametrize("img,says", [
-    (image("attention-forward", batch=1, seq=1024, heads=8, kv_heads=8, parts=2, half="binary16"),
-     "the manifest gives every part its stages"),
-    (image("attention-key", batch=1, seq=1024, heads=8, kv_heads=8, parts=1, half="binary16"),
-     "the manifest gives every part its stages"),
-    (image("layernorm-backward", rows=8192, width=512, parts=layernorm_parts(8192), half="binary16"),
-     "the manifest gives the rows' stages"),
-    (next(c[2] for c in CASES if c[0] == "tile-40-tiled-rc-m256-n256-k512"),
-     "the manifest gives the ring and its mbarriers"),
-    (next(c[2] for c in CASES if c[0] == "stored-tile-60-tiled-rc-m2048-n2304-k128"),
-     "the manifest gives every multiplying warpgroup its slab"),
-    (next(c[2] for c in CASES if c[0] == "heads-tile-54-tiled-rc-m1024-n256-k256-heads"),
-     "the manifest gives the row sums their bytes"),
-    (next(c[2] for c in CASES if c[0] == "tile-52-tiled-rc-m256-n256-k512"),
-     "the manifest gives the second warpgroup's sums past the ring"),
-    (next(c[2] for c in CASES if c[0] == "tile-8-tiled-cc-m256-n256-k512"),
-     "the manifest gives every K group its ring"),
-    (next(c[2] for c in CASES if c[0] == "tile-12-tiled-rr-m256-n256-k512"),
-     "the manifest gives the later K groups' or blocks' sums"),
-], ids=["forward-two-parts", "key-walk", "layernorm-backward-ahead", "product-ring", "product-slabs",
-        "heads-row-sums", "product-turns", "product-k-groups", "product-k-group-sums"])
+    pytest.param(image("attention-forward", batch=1, seq=1024, heads=8, kv_heads=8, parts=2, half="binary16"),
+                 "the manifest gives every part its stages", id="forward-two-parts"),
+    pytest.param(image("attention-key", batch=1, seq=1024, heads=8, kv_heads=8, parts=1, half="binary16"),
+                 "the manifest gives every part its stages", id="key-walk"),
+    pytest.param(image("layernorm-backward", rows=8192, width=512, parts=layernorm_parts(8192), half="binary16"),
+                 "the manifest gives the rows' stages", id="layernorm-backward-ahead"),
+    pytest.param(_case("tile-40-tiled-rc-m256-n256-k512"), "the manifest gives the ring and its mbarriers",
+                 id="product-ring"),
+    pytest.param(_case("stored-tile-60-tiled-rc-m2048-n2304-k128"),
+                 "the manifest gives every multiplying warpgroup its slab", id="product-slabs"),
+    pytest.param(_case("heads-tile-54-tiled-rc-m1024-n256-k256-heads"), "the manifest gives the row sums their bytes",
+                 id="heads-row-sums"),
+    pytest.param(_case("tile-52-tiled-rc-m256-n256-k512"),
+                 "the manifest gives the second warpgroup's sums past the ring", id="product-turns"),
+    pytest.param(_case("tile-8-tiled-cc-m256-n256-k512"), "the manifest gives every K group its ring",
+                 id="product-k-groups"),
+    pytest.param(_case("tile-12-tiled-rr-m256-n256-k512"), "the manifest gives the later K groups' or blocks' sums",
+                 id="product-k-group-sums"),
+])
 def test_a_manifest_giving_less_shared_memory_than_the_source_lays_out_does_not_compile(img, says):
     """A source that carves the dynamic shared memory itself asserts that
     the manifest gives what it carves (IMAGE_SHARED_BYTES), so that a
