@@ -463,6 +463,16 @@ def _print_kernels(plan, row: dict, top: int = 12) -> None:
               f"{(k['us'] - k['floor_us']) / 1e3:5.2f} ms over)", flush=True)
 
 
+def _print_step(row: dict, setups: tuple[str, ...]) -> None:
+    # a row's step beside its anchors, and its attention beside SDPA's, as
+    # soon as they are timed (the table at the end gives them again)
+    anchors = "; ".join(f"{s} {row[f'torch_{s}_ms']:.3f} ms ({row['plan_events_ms'] / row[f'torch_{s}_ms']:.3f}x)"
+                        for s in setups)
+    print(f"{row['tokens']} tokens/step: step {row['plan_events_ms']:.3f} ms by events ({row['plan_ms']:.3f} by the "
+          f"host's clock) against {anchors}; a layer's attention {row['attention_us']:.1f} us against SDPA's "
+          f"{row['sdpa_us']:.1f} ({row['sdpa_us'] / row['attention_us']:.2f}x)", flush=True)
+
+
 def _print_products(row: dict) -> None:
     products = row["products"]
     print(f"{row['tokens']} tokens/step: products alone beside torch.matmul (half C, no epilogue) and cuBLAS "
@@ -521,14 +531,17 @@ def run(args: argparse.Namespace) -> int:
         row = {"batch": batch, "tokens": config.shape.tokens, "plan_ms": timing.host_ms,
                "plan_events_ms": timing.events_ms, "plan_losses": timing.losses[:3],
                "ceilings": asdict(ceilings)}
+        # each part printed as soon as it is timed: a run cut short (a time
+        # limit) keeps in its log what it measured
         row |= launches_against_floors(plan, timing, ceilings)
+        _print_kernels(plan, row)
         row["products"] = products_vs_matmul(plan, row["kernels"])
+        _print_products(row)
         row |= attention_vs_sdpa(config, gpu)
         for setup in args.anchors:
             row[f"torch_{setup}_ms"] = torch_step_ms(config, timing.parameters, setup)
+        _print_step(row, args.anchors)
         rows.append(row)
-        _print_kernels(plan, row)
-        _print_products(row)
     setups = args.anchors
     print(f"\n{'tokens/step':>12} {'plan ms':>8} {'(host)':>8} " + " ".join(f"{s:>18}" for s in setups)
           + "   (anchor ms, plan / anchor by events)")

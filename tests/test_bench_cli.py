@@ -77,15 +77,17 @@ def test_a_plan_whose_losses_are_not_finite_is_not_timed(tmp_path, monkeypatch, 
         bench.require_finite([float("inf")])
 
 
-def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
-    # the GPU's parts replaced by fixed figures: what is left is the bench's
-    # own work, the table and the JSON from the rows it gathers
+def _fixed_figures(monkeypatch) -> tuple[dict, dict, object]:
+    """The GPU's parts of the bench replaced by fixed figures: what is left
+    is the bench's own work, its printing and the JSON from the rows it
+    gathers. Gives the plan and update last timed, the products and the
+    device's ceilings."""
     import numpy as np
 
     import planner.certify
     import planner.runtime.cuda
     from planner import bench
-    from planner.schedule.urgency import Ceilings, floor_us
+    from planner.schedule.urgency import Ceilings
     monkeypatch.setattr(planner.runtime.cuda, "open_gpu", lambda: object())
     monkeypatch.setattr(planner.certify, "demand_certificate", lambda plan: None)
     ceilings = Ceilings(bandwidth=1e12, matrix_rate=1e14)
@@ -109,6 +111,13 @@ def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
         "attention_us": 20.0, "sdpa_us": 60.0, "output_difference": 1e-4})
     anchors = {"eager": 40.0, "compile+graph": 4.0}
     monkeypatch.setattr(bench, "torch_step_ms", lambda config, parameters, setup: anchors[setup])
+    return timed, products, ceilings
+
+
+def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
+    from planner import bench
+    from planner.schedule.urgency import floor_us
+    timed, products, ceilings = _fixed_figures(monkeypatch)
     target = tmp_path / "bench.json"
     assert main(["bench", "--batches", "1", "--anchors", "eager,compile+graph", "--json", str(target)]) == 0
     rows = json.loads(target.read_text())
@@ -140,6 +149,36 @@ def test_the_measurements_are_written_whole(tmp_path, monkeypatch, capsys):
         kinds[k] = (us + 1.0, floor + floors[i])
     assert sorted(kinds) == ["attention", "memory", "products"]
     assert "; ".join(f"{k} {us / 1e3:.2f} ms against {floor / 1e3:.2f}" for k, (us, floor) in sorted(kinds.items())) in out
+
+
+class _Cut(Exception):
+    """A run stopped where it stood (a time limit)."""
+
+
+def test_a_run_cut_short_has_printed_what_it_measured(tmp_path, monkeypatch, capsys):
+    # the second row's anchors never come back: the first row's step beside
+    # its anchors is in the log already, its launches and products before
+    # them, and no JSON is written
+    from planner import bench
+    _fixed_figures(monkeypatch)
+    fixed = bench.torch_step_ms
+
+    def anchor(config, parameters, setup):
+        if config.shape.batch == 2:
+            raise _Cut
+        return fixed(config, parameters, setup)
+    monkeypatch.setattr(bench, "torch_step_ms", anchor)
+    target = tmp_path / "bench.json"
+    with pytest.raises(_Cut):
+        main(["bench", "--batches", "1,2", "--anchors", "eager,compile+graph", "--json", str(target)])
+    out = capsys.readouterr().out
+    first = ("1024 tokens/step: step 2.000 ms by events (2.100 by the host's clock) against eager 40.000 ms "
+             "(0.050x); compile+graph 4.000 ms (0.500x); a layer's attention 20.0 us against SDPA's 60.0 (3.00x)")
+    assert first in out.splitlines()
+    assert out.index("1024 tokens/step: products alone") < out.index(first) < out.index("2048 tokens/step")
+    # the second row's launches and products were printed before it was cut; its step was never timed
+    assert "2048 tokens/step: products alone" in out and "2048 tokens/step: step" not in out
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_products_row_is_a_launchs_mean_beside_the_anchors():
