@@ -445,21 +445,25 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     # a part's stages are the larger walk's, the key walk's (attention-backward.cuh's PART_HALVES)
     _attention_backward_family("attention-backward", ("d_q", "d_k", "d_v"), "kv_heads",
                                _attention_shared(2 * _ATTENTION_TILE + 2 * 64 * 4, 2 * _ATTENTION_TILE, True), 7),
+    # the loss's families read the logits in the half format
     Family("loss-target-gather", _args("correct:w logits:r targets:r"), _fixed(256),
            lambda c, s: (_blocks(c["rows"], 256), 1, 1),
-           lambda c, s: {"correct": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "targets": c["rows"] * 4},
-           least=lambda c, s: {"logits": c["rows"] * 4}, constants=("rows", "vocab")),
+           lambda c, s: {"correct": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * HALF_BYTES,
+                         "targets": c["rows"] * 4},
+           least=lambda c, s: {"logits": c["rows"] * HALF_BYTES}, constants=("rows", "vocab", "half")),
     Family("cross-entropy", _args("loss:w logits:r correct:r log2e:f32 ln2:f32"), _fixed(256),
            lambda c, s: (c["rows"], 1, 1),
-           lambda c, s: {"loss": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * 4, "correct": c["rows"] * 4},
-           registers=64, constants=("rows", "vocab")),
+           lambda c, s: {"loss": c["rows"] * 4, "logits": c["rows"] * c["vocab"] * HALF_BYTES,
+                         "correct": c["rows"] * 4},
+           registers=64, constants=("rows", "vocab", "half")),
     # the loss too, from the same reading of the row (the update's: the
     # seed's cross-entropy and cross-entropy backward in one launch)
     Family("cross-entropy-backward", _args(
         "gradient:w loss:w logits:r correct:r targets:r log2e:f32 ln2:f32 gradient_scale:f32"),
         _fixed(256), lambda c, s: (c["rows"], 1, 1),
-        lambda c, s: {"gradient": c["rows"] * c["vocab"] * HALF_BYTES, "logits": c["rows"] * c["vocab"] * 4,
-                      "loss": c["rows"] * 4, "correct": c["rows"] * 4, "targets": c["rows"] * 4},
+        lambda c, s: {"gradient": c["rows"] * c["vocab"] * HALF_BYTES,
+                      "logits": c["rows"] * c["vocab"] * HALF_BYTES, "loss": c["rows"] * 4,
+                      "correct": c["rows"] * 4, "targets": c["rows"] * 4},
         constants=("rows", "vocab", "half")),
     Family("embedding-scatter", _args("gradient:rw dy:r ids:r"), _fixed(512),
            lambda c, s: (min(_blocks(c["rows"], 16), FILL_BLOCKS), 1, 1),

@@ -66,8 +66,8 @@ def family_images(s: Shape, half: str) -> list[Image]:
         # each streaming attention image in every part count it may take
         *(image(f, f"{f}-parts{p}", parts=p, **heads)
           for f in STREAMING_ATTENTION for p in (1, 2)),
-        image("loss-target-gather", rows=s.tokens, vocab=s.vocab), image("cross-entropy", rows=s.tokens, vocab=s.vocab),
-        image("cross-entropy-backward", rows=s.tokens, vocab=s.vocab, half=half),
+        *(image(f, rows=s.tokens, vocab=s.vocab, half=half)
+          for f in ("loss-target-gather", "cross-entropy", "cross-entropy-backward")),
         image("embedding-scatter", vocab=s.vocab, **rows),
         # a block on every multiprocessor, and on half of them (the pieces beside the backward pass)
         image("adamw", elements=ADAMW_ELEMENTS, half=half, blocks=FILL_BLOCKS),
@@ -87,7 +87,8 @@ def all_images(s: Shape, half: str) -> list[Image]:
 
 
 # the families whose bfloat16 images are checked too (those that convert halves)
-BFLOAT16_FAMILIES = ("cast-down", "cross-entropy-backward", "layernorm-forward", "layernorm-backward-add",
+BFLOAT16_FAMILIES = ("cast-down", "loss-target-gather", "cross-entropy", "cross-entropy-backward",
+                     "layernorm-forward", "layernorm-backward-add",
                      "attention-forward", "attention-query", "attention-key", "attention-backward", "adamw",
                      "gated-gelu-backward")
 

@@ -120,7 +120,7 @@ def inputs(img: Image, shape: Shape, rng) -> tuple[dict[str, np.ndarray], dict[s
     if f.startswith("attention-"):
         return _attention_inputs(c, rng), ATTENTION_SCALARS
     if f in ("loss-target-gather", "cross-entropy", "cross-entropy-backward"):
-        x = {"logits": _normal(rng, c["rows"] * c["vocab"], 2.0),
+        x = {"logits": _halves(rng, c["rows"] * c["vocab"], half, 2.0),
              "targets": rng.integers(0, c["vocab"], c["rows"], dtype=np.int32)}
         x["correct"] = _f32(reference("loss-target-gather", c, x, {})["correct"])
         return x, {"log2e": math.log2(math.e), "ln2": math.log(2), "gradient_scale": 1024 / c["rows"]}

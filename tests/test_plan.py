@@ -151,8 +151,9 @@ def expected_counts(config) -> dict[str, int]:
     elements = lay.parameter_bytes // 4
     per_bank = ceil(elements / MAXIMUM_ELEMENTS)
     # gather; 7 a layer and share of the batch (the rotary turn and the gated activation in their products);
-    # norm, logits, last row
+    # norm, logits, last row (not where the loss follows: the logits in the half format)
     forward = 1 + 7 * L * forward_shares(s.batch) + 3
+    loss_forward = forward - 1
     # loss (its gradient, in the half format, in its cross-entropy's launch); the output's two products and
     # layer norm backward (sums, parameters); 15 a layer (the inverse rotary
     # turn in the attention backward's store, the context's gradient by head
@@ -163,10 +164,10 @@ def expected_counts(config) -> dict[str, int]:
     return {
         "initialize": 4 * per_bank + (4 * L + 2) + (1 + 5 * L),   # draws and zeros; gains and shifts; recast
         "recast": 1 + 5 * L, "rotary": s.head_width // 2, "prediction": forward + 2 * rows,
-        "update": forward + backward + 1, "final": forward + 3 + 2, "restore": 2,
+        "update": loss_forward + backward + 1, "final": forward + 3 + 2, "restore": 2,
         "default-save": sum(transfer), "load": sum(transfer), "save": sum(transfer),
         "loss-record": r.update_pieces, "chunks": len(transfer), "max-pieces": max(transfer),
-        "evaluate": forward + 3, "adamw": L + 2,
+        "evaluate": loss_forward + 3, "adamw": L + 2,
     }
 
 
@@ -441,7 +442,8 @@ def test_products_read_only_in_the_half_format_write_it(default_plan):
     gradient and the two layer norms' dy (the backward; the final layer
     norm's too) are written in the half format, C's extent half a binary32
     one's; the up and gate projections' product writes the gated activation
-    too (half as many halves)."""
+    too (half as many halves); so are the logits where the loss follows
+    (the update's and the evaluation's forward)."""
     s = DEFAULT.shape
     T, W = s.tokens, s.width
     halves = [l for l in default_plan.launches
@@ -451,8 +453,9 @@ def test_products_read_only_in_the_half_format_write_it(default_plan):
     per_forward = s.layers
     backward = {f"tiled-rc-m{T}-n{s.ffn}-k{W}-half", f"tiled-rc-m{T}-n{W}-k{2 * s.ffn}-half",
                 f"tiled-cc-m{T}-n{W}-k{s.qkv_width}-half"}
+    logits = f"tiled-rr-m{T}-n{s.vocab}-k{W}-half"
     assert {l.image for l in halves} == {f"tiled-rr-m{T}-n{2 * s.ffn}-k{W}-gated",
-                                         f"tiled-rc-m{T}-n{W}-k{s.vocab}-half"} | backward
+                                         f"tiled-rc-m{T}-n{W}-k{s.vocab}-half", logits} | backward
     assert {l.image for l in rotary} == {f"tiled-rr-m{s.tokens}-n{s.qkv_width}-k{s.width}-rope"}
     assert len(rotary) % per_forward == 0 and len(rotary) == sum(l.image.endswith("-gated") for l in halves)
     for l in rotary:
@@ -461,7 +464,8 @@ def test_products_read_only_in_the_half_format_write_it(default_plan):
         assert sum(written) == s.tokens * s.qkv_width * 2
     assert sum(l.image in backward for l in halves) == 3 * s.layers
     assert sum(l.image == f"tiled-rc-m{T}-n{W}-k{s.vocab}-half" for l in halves) == 1
-    assert (len(halves) - 3 * s.layers - 1) % per_forward == 0
+    assert sum(l.image == logits for l in halves) == 2
+    assert (len(halves) - 3 * s.layers - 3) % per_forward == 0
     for l in halves:
         (c,) = [a for a in l.accesses if a.argument == "c"]
         m, n = (int(part[1:]) for part in l.image.split("-")[2:4])

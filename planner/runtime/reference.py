@@ -262,11 +262,11 @@ def _attention_backward(c, x, s):
 # ---- the loss ----
 
 def _logits(c, x) -> np.ndarray:
-    return x["logits"].reshape(c["rows"], c["vocab"])
+    return half_to_float(x["logits"], c["half"]).reshape(c["rows"], c["vocab"])
 
 
 def _loss_target_gather(c, x, s):
-    return {"correct": _logits(c, x)[np.arange(c["rows"]), x["targets"]]}
+    return {"correct": _logits(c, x)[np.arange(c["rows"]), x["targets"]].astype(np.float32)}
 
 
 def _log_sum_exp(z: np.ndarray) -> np.ndarray:
@@ -418,9 +418,9 @@ REFERENCES: dict[str, Reference] = {
     "attention-backward": Reference({"q": HALF, "k": HALF, "v": HALF, "d_out": HALF, "log_sum_exp": F32,
                                      "row_terms": F32, "d_q": HALF, "d_k": HALF, "d_v": HALF, "cosine": F32,
                                      "sine": F32}, _attention_backward),
-    "loss-target-gather": Reference({"correct": F32, "logits": F32, "targets": I32}, _loss_target_gather),
-    "cross-entropy": Reference({"loss": F32, "logits": F32, "correct": F32}, _cross_entropy),
-    "cross-entropy-backward": Reference({"gradient": HALF, "loss": F32, "logits": F32, "correct": F32,
+    "loss-target-gather": Reference({"correct": F32, "logits": HALF, "targets": I32}, _loss_target_gather),
+    "cross-entropy": Reference({"loss": F32, "logits": HALF, "correct": F32}, _cross_entropy),
+    "cross-entropy-backward": Reference({"gradient": HALF, "loss": F32, "logits": HALF, "correct": F32,
                                          "targets": I32}, _cross_entropy_backward),
     "embedding-scatter": Reference({"gradient": F32, "dy": F32, "ids": I32}, _embedding_scatter),
     "adamw": Reference({"parameters": F32, "gradients": F32, "first_moments": F32, "second_moments": F32,

@@ -397,9 +397,14 @@ def forward_shares(batch: int) -> int:
     return gcd(batch, FORWARD_SHARES)
 
 
-def forward(b: Builder) -> None:
+def forward(b: Builder, loss: bool = False) -> None:
     """cgForward: embed, the layers, the output (the last row's logits to
-    the result record)."""
+    the result record). With `loss` (a forward the loss follows: the
+    update's, the evaluation's), the logits go in the half format, in the
+    first half of their binary32 plane, for the loss's launches alone (half
+    their bytes to write and read again, 201 MB each way at 8 x 1024); the
+    result record, which the host reads only after a forward with none
+    (the prediction's, the final one), is not written."""
     s, lay = b.config.shape, b.layout
     T, W, V = s.tokens, s.width, s.vocab
     with b.phase(EMBED):
@@ -412,8 +417,10 @@ def forward(b: Builder) -> None:
     with b.phase(OUTPUT):
         layer_norm(b, lay.at("final-half"), lay.boundary(s.layers), lay.bank("parameters", "final-gain"),
                    lay.bank("parameters", "final-shift"), lay.at("final-statistics"))
-        tiled(b, "r", "r", T, V, W, lay.at("logits"), lay.at("final-half"), lay.half("embedding"))
-        copy(b, lay.at("result-record"), lay.at("logits", (T - 1) * 4 * V), V)
+        tiled(b, "r", "r", T, V, W, lay.at("logits"), lay.at("final-half"), lay.half("embedding"),
+              output="half" if loss else "binary32")
+        if not loss:
+            copy(b, lay.at("result-record"), lay.at("logits", (T - 1) * 4 * V), V)
 
 
 def prediction(b: Builder) -> None:
@@ -440,10 +447,10 @@ def loss_forward(b: Builder, gradient: Where | None = None) -> None:
     T, V = s.tokens, s.vocab
     loss = {"loss": lay.at("loss"), "logits": lay.at("logits"), "correct": lay.at("correct")}
     with b.phase(OUTPUT):
-        b.launch(image("loss-target-gather", rows=T, vocab=V),
+        b.launch(image("loss-target-gather", rows=T, vocab=V, half=_half(b.config)),
                  {"correct": lay.at("correct"), "logits": lay.at("logits"), "targets": lay.at("input-targets")})
         if gradient is None:
-            b.launch(image("cross-entropy", rows=T, vocab=V), loss, log2e=c.log2e, ln2=c.ln2)
+            b.launch(image("cross-entropy", rows=T, vocab=V, half=_half(b.config)), loss, log2e=c.log2e, ln2=c.ln2)
         else:
             b.launch(image("cross-entropy-backward", rows=T, vocab=V, half=_half(b.config)),
                      loss | {"gradient": gradient, "targets": lay.at("input-targets")},
@@ -563,7 +570,7 @@ def update(b: Builder) -> None:
     gradients zero (the initialization clears them and every AdamW clears
     each after its update); ours writes each gradient before anything reads
     it, so AdamW leaves them as they are."""
-    forward(b)
+    forward(b, loss=True)
     backward(b)
     with b.phase(DIAGNOSTICS):
         copy(b, window(b, 1), b.layout.bank("gradients", "embedding"), b.config.shape.tokens)
@@ -643,7 +650,7 @@ def evaluate(b: Builder) -> None:
     """The forward and the loss on a batch the host wrote, no update: the
     validation loss (ours; the seed's run has none). Its rows land in window
     0 of the loss block, as an update's do."""
-    forward(b)
+    forward(b, loss=True)
     loss_forward(b)
 
 
