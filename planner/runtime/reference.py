@@ -262,6 +262,7 @@ def _attention_backward(c, x, s):
 # ---- the loss ----
 
 def _logits(c, x) -> np.ndarray:
+    """The logits (half-format bits) as float64, a row a token."""
     return half_to_float(x["logits"], c["half"]).reshape(c["rows"], c["vocab"])
 
 
@@ -275,12 +276,12 @@ def _log_sum_exp(z: np.ndarray) -> np.ndarray:
 
 
 def _cross_entropy(c, x, s):
-    return {"loss": _log_sum_exp(_f64(_logits(c, x))) - _f64(x["correct"])}
+    return {"loss": _log_sum_exp(_logits(c, x)) - _f64(x["correct"])}
 
 
 def _cross_entropy_backward(c, x, s):
     """The loss, and the logits' gradient from it."""
-    z = _f64(_logits(c, x))
+    z = _logits(c, x)
     lse = _log_sum_exp(z)
     p = np.exp(z - lse[:, None])
     p[np.arange(c["rows"]), x["targets"]] -= 1.0
