@@ -180,16 +180,16 @@ def _product_shared(c: Constants, output: str = "binary32") -> int:
     stage's full and empty mbarriers, then (K groups taking the steps in
     turn) the second group's sums, beside the ring the walk goes on with, or
     (TENSOR_STORE) each multiplying warpgroup's slab of C: its 64 rows of a
-    binary32 C, of a gated product's three boxes of 64 halves (the up, the
-    gate, their activation), which a wider tile fills in passes, or of a
-    rotary product's heads in the half format."""
+    binary32 or half C, of a gated product's three boxes of 64 halves (the
+    up, the gate, their activation), which a wider tile fills in passes, or
+    of a rotary product's heads in the half format."""
     tile_sums = c["block_m"] * c["block_n"] * 4
     ring = c["stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * HALF_BYTES
     if c["wgmma"] >= 2:
         barriers = 2 * c["stages"] * 8 + (2 * 8 if _staged_r(c) else 0)
         if c["tensor_store"]:  # each multiplying warpgroup's slab of C, 1024-byte aligned (the swizzle's period)
-            slab = {"gated": 3 * _SLAB_ROWS * 64 * HALF_BYTES,
-                    "rope": _SLAB_ROWS * c["block_n"] * HALF_BYTES}.get(output, _SLAB_ROWS * c["block_n"] * 4)
+            element = 4 if output == "binary32" else HALF_BYTES
+            slab = 3 * _SLAB_ROWS * 64 * HALF_BYTES if output == "gated" else _SLAB_ROWS * c["block_n"] * element
             slabs = c["warps_m"] * c["warps_n"] // 4 * slab
             return -(-(ring + barriers) // 1024) * 1024 + slabs
         return max(ring, tile_sums if c["k_blocks"] > 1 else 0) + barriers + (c["k_groups"] - 1) * tile_sums
@@ -213,6 +213,10 @@ def _row_sums_shared(c: Constants) -> int:
     otherwise they reuse the ring."""
     split = c["block_n"] // c["warps_n"] < 64
     return c["warps_n"] * c["block_m"] * 4 if split and c["wgmma"] >= 2 else 0
+
+
+def _half_product_shared(c: Constants) -> int:
+    return _product_shared(c, "half")
 
 
 def _gated_product_shared(c: Constants) -> int:
@@ -491,7 +495,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     # to the half format anyway, or compute from it in binary32 what the
     # half copy loses little of (the queries, keys and values; the up and
     # gate projections), at half the bytes written and read
-    _product_family("tiled-half", "c:w a:r b:r", _half_product_extents),
+    _product_family("tiled-half", "c:w a:r b:r", _half_product_extents, shared=_half_product_shared),
     # the up and gate projections (a half C) with the gated activation
     # gelu(gate) up in the epilogue (kernels/tiled.cu, GATED): the activation
     # takes no launch of its own, nor a reading of C
@@ -615,18 +619,18 @@ class TensorMapSpec:
     outer: int
     box_inner: int
     box_outer: int
-    element: int = HALF_BYTES  # bytes: the operands' halves, or (C, TENSOR_STORE) binary32
+    element: int = HALF_BYTES  # bytes: the halves, or (C, TENSOR_STORE) binary32
 
 
 def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
     """The operands' tensor maps of a product fed by tensor copies (WGMMA 2,
     3): a stage's box of each, K-contiguous operands a box of 64 k by the
     tile's rows, K-strided ones 64-wide columns by BLOCK_K; then, where the
-    tensor memory accelerator stores C (TENSOR_STORE), C's: boxes of 32
-    binary32 columns (128 bytes) by a slab's rows (a gated product's C and
-    activation, and a rotary product's heads by plane, boxes of 64 halves);
-    and where the walk of WGMMA 2 adds a residual, R's, the same boxes (it
-    comes through the slabs)."""
+    tensor memory accelerator stores C (TENSOR_STORE), C's: boxes of 128
+    bytes a row (32 binary32 columns, or 64 halves) by a slab's rows (a
+    gated product's C and activation, and a rotary product's heads by
+    plane, boxes of 64 halves); and where the walk of WGMMA 2 adds a
+    residual, R's, the same boxes (it comes through the slabs)."""
     c = img.constant_map
     if img.family not in PRODUCT_FAMILIES or c["wgmma"] < 2:
         return ()
@@ -641,7 +645,8 @@ def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
         stored = tuple(TensorMapSpec(plane, 64, m * c[heads], 64, _SLAB_ROWS)
                        for plane, heads in (("queries", "heads"), ("keys", "kv_heads"), ("values", "kv_heads")))
     else:
-        stored = (TensorMapSpec("c", n, m, 32, _SLAB_ROWS, 4),) if c["tensor_store"] else ()
+        element = HALF_BYTES if img.family == "tiled-half" else 4
+        stored = (TensorMapSpec("c", n, m, 128 // element, _SLAB_ROWS, element),) if c["tensor_store"] else ()
         stored += (TensorMapSpec("r", n, m, 32, _SLAB_ROWS, 4),) if _staged_r(c) else ()
     return (TensorMapSpec("a", *a), TensorMapSpec("b", *b)) + stored
 
@@ -684,7 +689,7 @@ class Tile:
                       # of tensor copies, a wave of blocks walking the tiles (3: a tile a warpgroup)
     k_blocks: int = 1  # a cluster's blocks that split K (sm_90 on)
     per_sm: int = 1  # WGMMA 2, 3: the walking blocks a multiprocessor holds at once (the grid's waves)
-    tensor_store: int = 0  # WGMMA 2, 3, a binary32 C (or a gated or rotary product's): C goes through
+    tensor_store: int = 0  # WGMMA 2, 3, a C of any output but heads (tile_serves): C goes through
                            # shared memory, the tensor memory accelerator stores it while the warpgroups
                            # multiply the next tile (WGMMA 2: and brings a residual's R into it while
                            # they multiply R's tile)
@@ -707,15 +712,15 @@ class Tile:
 # which with a half C the schedule check refuses for 52 and 53 on sm_90;
 # 55..58 fed by tensor copies, two or three walking blocks a multiprocessor,
 # so that one's products run while another stores its tile; 59..64 walking
-# tiles of 38..46, 58 whose binary32 C goes through shared memory and is
-# stored by tensor copies, so that the warpgroups multiply the next tile
-# while it is written; 65 tile 45 with K split across a cluster's two
+# tiles of 38..46, 58 whose C goes through shared memory and is stored by
+# tensor copies, so that the warpgroups multiply the next tile while it is
+# written; 65 tile 45 with K split across a cluster's two
 # blocks, a block per tile and half of K as 47..51, its deep ring for the
 # long K of the logits' data gradient; 66 a walking tile of 128 x 256,
 # m64n256k16 products, which asks L2 for fewer bytes a product than 128 x 128;
-# 67 a walking tile of 128 x 256 whose gated C and activation go through
-# shared memory (as 59's of 128 x 128), in two passes of 64 columns a half,
-# and three stages, so that the slabs fit beside the ring)
+# 67 a walking tile of 128 x 256 whose half C (or gated C and activation,
+# in two passes of 64 columns a half) goes through shared memory as 59's of
+# 128 x 128, and three stages, so that the slabs fit beside the ring)
 TILE_CANDIDATES = (
     Tile(128, 128, 4, 2, 4), Tile(128, 128, 2, 2, 4), Tile(64, 64, 4, 2, 2), Tile(64, 64, 2, 2, 2),
     Tile(128, 64, 4, 4, 2), Tile(64, 128, 4, 2, 4), Tile(256, 128, 2, 4, 2), Tile(128, 256, 2, 2, 4),
@@ -769,12 +774,12 @@ def tile_serves(t: Tile, m: int, n: int, k: int, shared_limit: int | None = None
     epilogue pairs each up value with its gate, each head's column with its
     partner. A heads product's tiles are stored by one block each (no K
     split across a cluster's blocks): its epilogue sums each head's row. A
-    tile that stores C by tensor copies serves a binary32 C, and a gated or
-    rotary product where it can stage their stores (`_stages_paired`)."""
+    tile that stores C by tensor copies serves the outputs it can stage
+    (`_stages_output`)."""
     limit = shared_limit_of_tiles() if shared_limit is None else shared_limit
     return (m % t.block_m == 0 and n % t.block_n == 0 and k % (t.block_k * t.k_groups * t.k_blocks) == 0
             and t.shared(output) <= limit and not (output in PAIRED_OUTPUTS and (t.k_groups > 1 or t.k_blocks > 1))
-            and not (t.tensor_store and output != "binary32" and not _stages_paired(t, output))
+            and not (t.tensor_store and not _stages_output(t, output))
             and not (output in SUMMED_OUTPUTS and t.k_blocks > 1))
 
 
@@ -789,13 +794,13 @@ def spills_beside_copies(img: Image, arch: str) -> bool:
     return arch != "sm_90" and c.get("wgmma") == 2 and c.get("block_n") == 256
 
 
-def _stages_paired(t: Tile, output: str) -> bool:
-    """A tile whose tensor copies store a gated product's C and activation,
-    or a rotary product's heads: a walk fed by tensor copies (WGMMA 2, each
-    warpgroup 64 rows of every tile; or 3, each warpgroup its own tiles, a
-    64-row half after the other through its slab); a gated tile's halves
-    whole boxes of 64 columns (a rotary tile's heads are)."""
-    return t.wgmma >= 2 and {"gated": t.block_n % 128 == 0, "rope": True}.get(output, False)
+def _stages_output(t: Tile, output: str) -> bool:
+    """What a tile whose tensor copies store C (a walk fed by tensor copies,
+    WGMMA 2 or 3) stages: a binary32 or half C, a rotary product's heads (a
+    box each), a gated product's C and activation where each half of the
+    tile is whole boxes of 64 columns; not a heads product's (its epilogue
+    sums each head's row from the registers)."""
+    return {"gated": t.block_n % 128 == 0, "heads": False}.get(output, True)
 
 
 # Without a recorded choice: the seed's four-stage tiles, largest first, are

@@ -376,18 +376,19 @@ static_assert(RESIDUAL == 0, "tiled adds no residual");
 #endif
 
 // TENSOR_STORE (sm_90a): each multiplying warpgroup leaves its 64 rows of a
-// tile's binary32 C (a gated product's halves and activation, a rotary
-// product's heads: boxes of 64 halves) in a slab of shared memory past the
-// ring, and one of its threads has the tensor memory accelerator store them
-// (bulk tensor copies of boxes of 32 columns, 128 bytes a row, 128-byte
-// swizzled), while the warpgroup goes on to the next tile's products: with C
-// stored from the registers, the stores' time added to the products'
-// (rr-m8192-n12288-k512 on the H200, alone: 241 us, 152 with no store at
-// all). Other cards store from the registers.
-static_assert(!TENSOR_STORE || (WGMMA >= 2 && (!HALF_C || (GATED && BLOCK_N % 128 == 0) || ROPE) &&
+// tile's C (binary32, or a half C, a gated product's halves and activation,
+// a rotary product's heads) in a slab of shared memory past the ring, and
+// one of its threads has the tensor memory accelerator store them (bulk
+// tensor copies of boxes of 128 bytes a row: 32 binary32 columns or 64
+// halves, 128-byte swizzled), while the warpgroup goes on to the next
+// tile's products: with C stored from the registers, the stores' time
+// added to the products' (rr-m8192-n12288-k512 on the H200, alone: 241 us,
+// 152 with no store at all; rr-m8192-n12288-k512-half on an H100, 185.9 us
+// on tile 66, 168.9 on tile 67). Other cards store from the registers.
+static_assert(!TENSOR_STORE || (WGMMA >= 2 && !BY_HEAD && (!GATED || BLOCK_N % 128 == 0) &&
                                  K_GROUPS == 1 && K_BLOCKS == 1),
-              "a walking block's binary32 C (or a gated product's C and activation, each half of the tile "
-              "whole boxes of 64 columns, or a rotary product's heads), each tile's sums whole in its "
+              "a walking block's binary32 or half C (or a gated product's C and activation, each half of the "
+              "tile whole boxes of 64 columns, or a rotary product's heads), each tile's sums whole in its "
               "warpgroups");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr bool STAGED_C = TENSOR_STORE;
@@ -402,12 +403,14 @@ constexpr bool STAGED_C = false;
 // stores of R and C the launch stalled on the load and store queue
 // (rr-m8192-n512-k512-add on the H200: its warps stalled there most).
 constexpr bool STAGED_R = STAGED_C && RESIDUAL && WGMMA == 2;
-// A slab: a warpgroup's 64 rows of a binary32 C, or of a gated product's
-// three boxes of 64 halves (its up half, gate half and their activation:
+// A slab: a warpgroup's 64 rows of a binary32 or half C (a box of 128
+// bytes a row per 32 or 64 columns), or of a gated product's three boxes of
+// 64 halves (its up half, gate half and their activation:
 // store_staged_gated, which takes a tile wider than 128 columns in passes),
 // or a rotary product's heads, a box of 64 halves each (store_staged_heads)
-constexpr int SLAB_ROWS = 64, BOX_COLUMNS = 32;
-constexpr int SLAB_FLOATS = GATED ? 3 * SLAB_ROWS * 32 : ROPE ? SLAB_ROWS * BLOCK_N / 2 : SLAB_ROWS * BLOCK_N;
+constexpr int SLAB_ROWS = 64, BOX_COLUMNS = 128 / sizeof(C_ELEMENT);
+constexpr int BOX_WORDS = SLAB_ROWS * 32;  // a box's words of 4 bytes: its rows of 128 bytes
+constexpr int SLAB_FLOATS = GATED ? 3 * BOX_WORDS : SLAB_ROWS * BLOCK_N * sizeof(C_ELEMENT) / 4;
 // the bytes of the ring and its mbarriers (and R's), where tensor copies
 // fill it (a function: a constant of its own put data into every cubin)
 constexpr int ring_bytes() { return STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + (STAGED_R ? 16 : 0); }
@@ -1313,34 +1316,57 @@ __device__ __forceinline__ void store_box(const TensorMap* map, int column, int 
                : "memory");
 }
 
+#if HALF_C
+// The warpgroup's 64 rows of a tile's sums (d), rounded to the half format,
+// written into its slab as boxes of 64 halves (128 bytes) by 64 rows, a
+// row's 16-byte chunks swizzled by the row (128-byte swizzle), a thread's
+// pairs a word each: box b holds n-tiles 8 b .. 8 b + 7 (a rotary
+// product's head b)
+__device__ __forceinline__ void stage_halves(unsigned* slab, const float (&d)[BLOCK_N / 2]) {
+  const int thread = threadIdx.x & 127, warp = thread >> 5, lane = thread & 31;
+#pragma unroll
+  for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
+      const int row = warp * 16 + (lane >> 2) + 8 * half_row;
+      slab[j / 8 * BOX_WORDS + row * 32 + ((j % 8 ^ (row & 7)) << 2) + (lane & 3)] =
+          pack_halves(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1]);
+    }
+}
+#endif
+
 // Warpgroup WARPGROUP's 64 rows of a tile's C (d: the thread's sums,
 // n-tile j at rows lane / 4 and 8 below, columns 2 (lane % 4) + 0, 1; row0,
 // column0: C's first row and column of them) through its slab
-// (TENSOR_STORE): the slab is written as the boxes lay it out, a box per 32
-// columns, a row per 128 bytes, its 16-byte chunks swizzled by the row (so
-// that a warp's pairs take each bank twice, as few as 256 bytes can), then
-// one thread has the tensor memory accelerator store the boxes and goes on
-// without waiting: only the next store into the slab waits for the copies
-// to have read it.
+// (TENSOR_STORE): the slab is written as the boxes lay it out, a box per
+// 128 bytes of a row (32 binary32 columns, or 64 halves: stage_halves), its
+// 16-byte chunks swizzled by the row (so that a warp's pairs take each bank
+// twice, as few as 256 bytes can), then one thread has the tensor memory
+// accelerator store the boxes and goes on without waiting: only the next
+// store into the slab waits for the copies to have read it.
 template <int WARPGROUP>
 __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int row0, int column0,
                                              const TensorMap* map_c, unsigned long long* r_full = nullptr,
                                              unsigned r_parity = 0) {
-  const int thread = threadIdx.x & 127, warp = thread >> 5, lane = thread & 31;
+  const int warp = (threadIdx.x >> 5) & 3;
   float* const slab = slab_of<WARPGROUP>();
   // (STAGED_R: R's copies into the slab waited for it to be free,
   // load_staged_r; their landing is waited on here, and R's elements are
   // added where they lie)
   slab_free<WARPGROUP>();
   if constexpr (STAGED_R) barrier_wait(r_full, r_parity);
+#if HALF_C
+  stage_halves(slab_of<WARPGROUP, unsigned>(), d);
+#else
+  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int j = 0; j < BLOCK_N / 8; ++j)
 #pragma unroll
     for (int half_row = 0; half_row < 2; ++half_row) {
       const int row = warp * 16 + (lane >> 2) + 8 * half_row, column = 8 * j + 2 * (lane & 3);
       const int chunk = column % BOX_COLUMNS / 4;
-      float* const at = slab + column / BOX_COLUMNS * (SLAB_ROWS * BOX_COLUMNS) + row * BOX_COLUMNS +
-                        (chunk ^ (row & 7)) * 4 + column % 4;
+      float* const at = slab + column / BOX_COLUMNS * BOX_WORDS + row * BOX_COLUMNS + (chunk ^ (row & 7)) * 4 +
+                        column % 4;
       float2 v = make_float2(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1]);
       if constexpr (STAGED_R) {
         const float2 residual = *reinterpret_cast<const float2*>(at);
@@ -1349,6 +1375,7 @@ __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int 
       }
       *reinterpret_cast<float2*>(at) = v;
     }
+#endif
   slab_written<WARPGROUP>();
   // one thread of the first warp, elected (so the compiler takes the copies'
   // coordinates as the one thread's: they are the warpgroup's alike, which
@@ -1358,7 +1385,7 @@ __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int 
     const unsigned long long policy = c_store_policy();
 #pragma unroll
     for (int box = 0; box < BLOCK_N / BOX_COLUMNS; ++box)
-      store_box(map_c, column0 + box * BOX_COLUMNS, row0, slab + box * SLAB_ROWS * BOX_COLUMNS, policy);
+      store_box(map_c, column0 + box * BOX_COLUMNS, row0, slab + box * BOX_WORDS, policy);
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
   }
 }
@@ -1381,7 +1408,7 @@ __device__ __forceinline__ void load_staged_r(int row0, int column0, const Tenso
   for (int box = 0; box < BLOCK_N / BOX_COLUMNS; ++box)
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-        ::"r"(shared_address(slab + box * SLAB_ROWS * BOX_COLUMNS)), "l"(map_r), "r"(column0 + box * BOX_COLUMNS),
+        ::"r"(shared_address(slab + box * BOX_WORDS)), "l"(map_r), "r"(column0 + box * BOX_COLUMNS),
         "r"(row0), "r"(shared_address(r_full))
         : "memory");
 }
@@ -1405,7 +1432,6 @@ __device__ __forceinline__ void store_staged_gated(const float (&d)[BLOCK_N / 2]
   static_assert(PAIRED % 64 == 0, "each half of the tile whole boxes of 64 columns");
   const int thread = threadIdx.x & 127, warp = thread >> 5, lane = thread & 31;
   unsigned* const slab = slab_of<WARPGROUP, unsigned>();
-  constexpr int BOX_WORDS = 64 * 32;  // a box's words: 64 rows of 128 bytes
   // box b's word of a thread's pair in n-tile j of the pass (of its half) at half_row
   auto at = [&](int b, int j, int half_row) {
     const int row = warp * 16 + (lane >> 2) + 8 * half_row;
@@ -1453,19 +1479,11 @@ template <int WARPGROUP>
 __device__ __forceinline__ void store_staged_heads(float (&d)[BLOCK_N / 2], int row0, int column0, const Rope& rope,
                                                    const Angles& angles) {
   static_assert(SEQ % SLAB_ROWS == 0, "a slab's rows in one sequence");
-  const int thread = threadIdx.x & 127, warp = thread >> 5, lane = thread & 31;
+  const int warp = (threadIdx.x >> 5) & 3;
   unsigned* const slab = slab_of<WARPGROUP, unsigned>();
-  constexpr int BOX_WORDS = 64 * 32;  // a head's words: 64 rows of 128 bytes
   turn_heads(d, column0, angles);
   slab_free<WARPGROUP>();
-#pragma unroll
-  for (int j = 0; j < BLOCK_N / 8; ++j)
-#pragma unroll
-    for (int half_row = 0; half_row < 2; ++half_row) {
-      const int row = warp * 16 + (lane >> 2) + 8 * half_row;
-      slab[j / 8 * BOX_WORDS + row * 32 + ((j % 8 ^ (row & 7)) << 2) + (lane & 3)] =
-          pack_halves(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1]);
-    }
+  stage_halves(slab, d);  // a head a box
   slab_written<WARPGROUP>();
   if (warp == 0 && elect_one()) {
     const unsigned long long policy = c_store_policy();

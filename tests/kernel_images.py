@@ -121,7 +121,8 @@ def tile_images() -> list[Image]:
     each, the operand layouts, the residual and a half C taken in turn (not
     with a tile whose warpgroups take tiles in turn, WGMMA 3: holding two
     tiles' sums, its half C's exchange takes local memory, so the sweep never
-    chooses it)."""
+    chooses it; nor with a tile whose tensor copies store C, whose half C
+    `stored_images` takes through its slabs)."""
     return [_tile_case(i, 256, 256, 512, LAYOUTS[i % 3], i % 2 == 1,
                        "half" if i % 4 == 2 and t.wgmma != 3 and not t.tensor_store else "binary32")
             for i, t in enumerate(TILE_CANDIDATES)]
@@ -134,13 +135,20 @@ WALKED = (2048, 2304, 128)
 def stored_images() -> list[tuple[int, Image]]:
     """Each tile whose C the tensor memory accelerator stores, at a shape
     whose tiles outnumber its blocks, so that each block stores through its
-    slabs again once the copies before have read them; the operand layouts
-    and the residual in turn (not with a tile whose warpgroups take tiles in
-    turn: holding two tiles' sums, R beside them takes local memory, so the
-    sweep never chooses it for a residual product)."""
+    slabs again once the copies before have read them; the operand layouts,
+    and a binary32 C with the residual, a half C and a binary32 C, in turn
+    (no residual with a tile whose warpgroups take tiles in turn: holding
+    two tiles' sums, R beside them takes local memory, so the sweep never
+    chooses it for a residual product; a half C where a binary32 one's
+    slabs do not fit beside the ring)."""
     stored = [i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store]
-    return [(i, _tile_case(i, *WALKED, LAYOUTS[n % 3], n % 2 == 0 and TILE_CANDIDATES[i].wgmma != 3))
-            for n, i in enumerate(stored)]
+    cases = []
+    for n, i in enumerate(stored):
+        half = n % 3 == 1 or not tile_serves(TILE_CANDIDATES[i], *WALKED)
+        residual = n % 3 == 0 and not half and TILE_CANDIDATES[i].wgmma != 3
+        cases.append((i, tiled_image(*LAYOUTS[n % 3], *WALKED, residual, "binary16", i,
+                                     "half" if half else "binary32")))
+    return cases
 
 
 # the gated product on tile 60 at the same shape: each warpgroup's slab takes

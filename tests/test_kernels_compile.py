@@ -119,7 +119,7 @@ def _case(name: str):
                  "the manifest gives the rows' stages", id="layernorm-backward-ahead"),
     pytest.param(_case("tile-40-tiled-rc-m256-n256-k512"), "the manifest gives the ring and its mbarriers",
                  id="product-ring"),
-    pytest.param(_case("stored-tile-60-tiled-rc-m2048-n2304-k128"),
+    pytest.param(_case("stored-tile-60-tiled-rc-m2048-n2304-k128-half"),
                  "the manifest gives every multiplying warpgroup its slab", id="product-slabs"),
     pytest.param(_case("heads-tile-54-tiled-rc-m1024-n256-k256-heads"), "the manifest gives the row sums their bytes",
                  id="heads-row-sums"),

@@ -100,6 +100,25 @@ def test_a_product_whose_c_tensor_copies_store_takes_cs_map_last(residual):
     assert launch_parameters(img, block, compile_image(img, "sm_86"), fake_encoder) == block
 
 
+def test_a_half_c_whose_tensor_copies_store_it_takes_a_map_of_halves():
+    """C's map is of halves, boxes of 64 columns (128 bytes) by a slab's 64
+    rows, over exactly C's extent, after the operands' maps; sm_86 takes
+    none."""
+    stored = next(i for i, t in enumerate(TILE_CANDIDATES) if t.tensor_store and t.wgmma == 2)
+    img = tiled_image("r", "c", 256, 512, 512, False, "binary16", stored, "half")
+    maps = tensor_maps(img)
+    assert [m.argument for m in maps] == ["a", "b", "c"]
+    assert (maps[2].inner, maps[2].outer, maps[2].box_inner, maps[2].box_outer, maps[2].element) == \
+        (512, 256, 64, 64, HALF_BYTES)
+    addresses = {"c": 0x10000, "a": 0x20000, "b": 0x40000}
+    block = img.parameter_block(addresses, {})
+    cubin = compile_image(img, "sm_90")
+    out = launch_parameters(img, block, cubin, fake_encoder)
+    taken = kernel_info(cubin).parameters[len(img.arguments):]
+    assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses[m.argument] for m in maps]
+    assert launch_parameters(img, block, compile_image(img, "sm_86"), fake_encoder) == block
+
+
 def test_a_gated_product_whose_tensor_copies_store_it_takes_cs_and_the_activations_maps():
     """C's map and the activation's are of halves, boxes of 64 columns
     (128 bytes) by a slab's 64 rows, each over exactly its extent, after
