@@ -77,6 +77,17 @@ def test_a_heads_products_maps_are_its_operands_after_its_pointers():
     assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses["a"], addresses["b"]]
 
 
+def _maps_follow_the_block_on_sm_90_alone(img, block: bytes, addresses: dict, maps) -> None:
+    """On sm_90 the launch's parameters past the block are the maps, each
+    over its argument's address, as the cubin declares them; sm_86 takes
+    the block alone (its warps read and store from their registers)."""
+    cubin = compile_image(img, "sm_90")
+    out = launch_parameters(img, block, cubin, fake_encoder)
+    taken = kernel_info(cubin).parameters[len(img.arguments):]
+    assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses[m.argument] for m in maps]
+    assert launch_parameters(img, block, compile_image(img, "sm_86"), fake_encoder) == block
+
+
 @pytest.mark.parametrize("residual", [False, True])
 def test_a_product_whose_c_tensor_copies_store_takes_cs_map_last(residual):
     """C's map is binary32, boxes of 32 columns (128 bytes) by a slab's 64
@@ -93,11 +104,7 @@ def test_a_product_whose_c_tensor_copies_store_takes_cs_map_last(residual):
     assert maps[0].element == maps[1].element == HALF_BYTES
     addresses = {"c": 0x10000, "a": 0x20000, "b": 0x40000} | ({"r": 0x80000} if residual else {})
     block = img.parameter_block(addresses, {})
-    cubin = compile_image(img, "sm_90")
-    out = launch_parameters(img, block, cubin, fake_encoder)
-    taken = kernel_info(cubin).parameters[len(img.arguments):]
-    assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses[m.argument] for m in maps]
-    assert launch_parameters(img, block, compile_image(img, "sm_86"), fake_encoder) == block
+    _maps_follow_the_block_on_sm_90_alone(img, block, addresses, maps)
 
 
 def test_a_half_c_whose_tensor_copies_store_it_takes_a_map_of_halves():
@@ -112,11 +119,7 @@ def test_a_half_c_whose_tensor_copies_store_it_takes_a_map_of_halves():
         (512, 256, 64, 64, HALF_BYTES)
     addresses = {"c": 0x10000, "a": 0x20000, "b": 0x40000}
     block = img.parameter_block(addresses, {})
-    cubin = compile_image(img, "sm_90")
-    out = launch_parameters(img, block, cubin, fake_encoder)
-    taken = kernel_info(cubin).parameters[len(img.arguments):]
-    assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses[m.argument] for m in maps]
-    assert launch_parameters(img, block, compile_image(img, "sm_86"), fake_encoder) == block
+    _maps_follow_the_block_on_sm_90_alone(img, block, addresses, maps)
 
 
 def test_a_gated_product_whose_tensor_copies_store_it_takes_cs_and_the_activations_maps():
@@ -132,11 +135,7 @@ def test_a_gated_product_whose_tensor_copies_store_it_takes_cs_and_the_activatio
     addresses = {"c": 0x10000, "gated": 0x18000, "a": 0x20000, "b": 0x40000}
     block = img.parameter_block(addresses, img.words({"sqrt_two_over_pi": 0.8, "cubic": 0.04, "half": 0.5,
                                                       "one": 1.0}))
-    cubin = compile_image(img, "sm_90")
-    out = launch_parameters(img, block, cubin, fake_encoder)
-    taken = kernel_info(cubin).parameters[len(img.arguments):]
-    assert [struct.unpack_from("<Q", out, p.offset)[0] for p in taken] == [addresses[m.argument] for m in maps]
-    assert launch_parameters(img, block, compile_image(img, "sm_86"), fake_encoder) == block
+    _maps_follow_the_block_on_sm_90_alone(img, block, addresses, maps)
 
 
 def test_warpgroups_taking_tiles_in_turn_read_r_from_their_registers():
