@@ -188,12 +188,18 @@ def _product_shared(c: Constants, output: str = "binary32") -> int:
     if c["wgmma"] >= 2:
         barriers = 2 * c["stages"] * 8 + (2 * 8 if _staged_r(c) else 0)
         if c["tensor_store"]:  # each multiplying warpgroup's slab of C, 1024-byte aligned (the swizzle's period)
-            element = 4 if output == "binary32" else HALF_BYTES
-            slab = 3 * _SLAB_ROWS * 64 * HALF_BYTES if output == "gated" else _SLAB_ROWS * c["block_n"] * element
+            slab = (3 * _SLAB_ROWS * 64 * HALF_BYTES if output == "gated"
+                    else _SLAB_ROWS * c["block_n"] * _c_element(output))
             slabs = c["warps_m"] * c["warps_n"] // 4 * slab
             return -(-(ring + barriers) // 1024) * 1024 + slabs
         return max(ring, tile_sums if c["k_blocks"] > 1 else 0) + barriers + (c["k_groups"] - 1) * tile_sums
     return max(c["k_groups"] * ring, max(c["k_groups"] - 1, int(c["k_blocks"] > 1)) * tile_sums)
+
+
+def _c_element(output: str) -> int:
+    """The bytes of an element of C as the output writes it (PRODUCT_OUTPUTS):
+    binary32, or the half format."""
+    return 4 if output == "binary32" else HALF_BYTES
 
 
 def _staged_r(c: Constants) -> bool:
@@ -645,7 +651,7 @@ def tensor_maps(img: Image) -> tuple[TensorMapSpec, ...]:
         stored = tuple(TensorMapSpec(plane, 64, m * c[heads], 64, _SLAB_ROWS)
                        for plane, heads in (("queries", "heads"), ("keys", "kv_heads"), ("values", "kv_heads")))
     else:
-        element = HALF_BYTES if img.family == "tiled-half" else 4
+        element = _c_element(product_output(img))
         stored = (TensorMapSpec("c", n, m, 128 // element, _SLAB_ROWS, element),) if c["tensor_store"] else ()
         stored += (TensorMapSpec("r", n, m, 32, _SLAB_ROWS, 4),) if _staged_r(c) else ()
     return (TensorMapSpec("a", *a), TensorMapSpec("b", *b)) + stored
