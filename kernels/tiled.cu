@@ -410,7 +410,7 @@ constexpr bool STAGED_R = STAGED_C && RESIDUAL && WGMMA == 2;
 // or a rotary product's heads, a box of 64 halves each (store_staged_heads)
 constexpr int SLAB_ROWS = 64, BOX_COLUMNS = 128 / sizeof(C_ELEMENT);
 constexpr int BOX_WORDS = SLAB_ROWS * 32;  // a box's words of 4 bytes: its rows of 128 bytes
-constexpr int SLAB_FLOATS = GATED ? 3 * BOX_WORDS : SLAB_ROWS * BLOCK_N * sizeof(C_ELEMENT) / 4;
+constexpr int SLAB_WORDS = GATED ? 3 * BOX_WORDS : SLAB_ROWS * BLOCK_N * sizeof(C_ELEMENT) / 4;
 // the bytes of the ring and its mbarriers (and R's), where tensor copies
 // fill it (a function: a constant of its own put data into every cubin)
 constexpr int ring_bytes() { return STAGES * STAGE_HALVES * 2 + 2 * STAGES * 8 + (STAGED_R ? 16 : 0); }
@@ -424,7 +424,7 @@ constexpr int SLAB_OFFSET = (ring_bytes() + 1023) / 1024 * 1024;
 // what the manifest gives (IMAGE_SHARED_BYTES) holds the ring and its
 // mbarriers where tensor copies fill it, and every multiplying warpgroup's slab
 static_assert(!TENSOR_COPIES || ring_bytes() <= IMAGE_SHARED_BYTES, "the manifest gives the ring and its mbarriers");
-static_assert(!STAGED_C || SLAB_OFFSET + GROUP_THREADS / 128 * SLAB_FLOATS * 4 <= IMAGE_SHARED_BYTES,
+static_assert(!STAGED_C || SLAB_OFFSET + GROUP_THREADS / 128 * SLAB_WORDS * 4 <= IMAGE_SHARED_BYTES,
               "the manifest gives every multiplying warpgroup its slab");
 // ... and, where two warpgroups take a tile's K steps in turn, the second's
 // sums past the ring's mbarriers (multiply_tiles_in_turns)
@@ -1254,9 +1254,9 @@ __device__ __forceinline__ bool elect_one() {
 // words of 4 bytes (binary32 elements, or pairs of halves)
 template <int WARPGROUP, typename Word = float>
 __device__ __forceinline__ Word* slab_of() {
-  static_assert(sizeof(Word) == 4, "a slab of SLAB_FLOATS words");
+  static_assert(sizeof(Word) == 4, "a slab of SLAB_WORDS words");
   extern __shared__ __align__(1024) HALF shared[];
-  return reinterpret_cast<Word*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) + WARPGROUP * SLAB_FLOATS;
+  return reinterpret_cast<Word*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) + WARPGROUP * SLAB_WORDS;
 }
 
 // A warpgroup index as a compile-time constant (its slab and named barrier
@@ -1402,7 +1402,7 @@ __device__ __forceinline__ void load_staged_r(int row0, int column0, const Tenso
   asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
   if (!elect_one()) return;
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(r_full)),
-               "n"(SLAB_FLOATS * 4)
+               "n"(SLAB_WORDS * 4)
                : "memory");
 #pragma unroll
   for (int box = 0; box < BLOCK_N / BOX_COLUMNS; ++box)
