@@ -119,14 +119,10 @@ def _tile_case(i: int, m: int, n: int, k: int, layouts: str, residual: bool, out
 def tile_images() -> list[Image]:
     """Every candidate tile, whether or not a shape records it: one product of
     each, the operand layouts, the residual and a half C taken in turn (not
-    with a tile whose warpgroups take tiles in turn, WGMMA 3: its half C
-    once took local memory, which its copying warpgroup's registers handed
-    over (HANDS_REGISTERS) have since removed; the sweep checks its half C
-    at the plan's shapes, and these cases are yet to take it on a GPU; nor
     with a tile whose tensor copies store C, whose half C `stored_images`
     takes through its slabs)."""
     return [_tile_case(i, 256, 256, 512, LAYOUTS[i % 3], i % 2 == 1,
-                       "half" if i % 4 == 2 and t.wgmma != 3 and not t.tensor_store else "binary32")
+                       "half" if i % 4 == 2 and not t.tensor_store else "binary32")
             for i, t in enumerate(TILE_CANDIDATES)]
 
 
