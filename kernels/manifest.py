@@ -221,20 +221,11 @@ def _row_sums_shared(c: Constants) -> int:
     return c["warps_n"] * c["block_m"] * 4 if split and c["wgmma"] >= 2 else 0
 
 
-def _half_product_shared(c: Constants) -> int:
-    return _product_shared(c, "half")
-
-
-def _gated_product_shared(c: Constants) -> int:
-    return _product_shared(c, "gated")
-
-
-def _rope_product_shared(c: Constants) -> int:
-    return _product_shared(c, "rope")
-
-
-def _heads_product_shared(c: Constants) -> int:
-    return _product_shared(c) + _row_sums_shared(c)
+def _output_shared(c: Constants, output: str = "binary32") -> int:
+    """The shared memory of a product's block that writes `output` (a key of
+    PRODUCT_OUTPUTS): a heads product's is a binary32 one's and its row
+    terms' (`_row_sums_shared`)."""
+    return _product_shared(c) + _row_sums_shared(c) if output == "heads" else _product_shared(c, output)
 
 
 def _product_block(c: Constants) -> int:
@@ -305,13 +296,14 @@ HEADS_CONSTANTS = {"rope": ("seq", "heads", "kv_heads"), "heads": ("seq", "heads
 
 
 def _product_family(name: str, arguments: str, extents: Callable[[Constants, Scalars], dict[str, int]],
-                    shared: Callable[[Constants], int] | None = None,
                     constants: tuple[str, ...] = _PRODUCT_CONSTANTS) -> Family:
     """A matrix product of kernels/tiled.cu: its tile's block, grid and
-    shared memory, its epilogue's arguments and extents."""
+    shared memory (that of the output the family writes), its epilogue's
+    arguments and extents."""
+    output = _OUTPUT_OF_FAMILY.get(name, "binary32")
     return Family(name, _args(arguments), _product_block, _product_grid, extents, registers=255,
-                  shared=shared or _product_shared, constants=constants, operations=_product_operations,
-                  source="tiled")
+                  shared=lambda c: _output_shared(c, output), constants=constants,
+                  operations=_product_operations, source="tiled")
 
 
 PRODUCT_FAMILIES = ("tiled", "tiled-add", "tiled-half", "tiled-gated", "tiled-rope", "tiled-heads")
@@ -501,23 +493,23 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     # to the half format anyway, or compute from it in binary32 what the
     # half copy loses little of (the queries, keys and values; the up and
     # gate projections), at half the bytes written and read
-    _product_family("tiled-half", "c:w a:r b:r", _half_product_extents, shared=_half_product_shared),
+    _product_family("tiled-half", "c:w a:r b:r", _half_product_extents),
     # the up and gate projections (a half C) with the gated activation
     # gelu(gate) up in the epilogue (kernels/tiled.cu, GATED): the activation
     # takes no launch of its own, nor a reading of C
     _product_family("tiled-gated", "c:w gated:w a:r b:r sqrt_two_over_pi:f32 cubic:f32 half:f32 one:f32",
-                    _gated_product_extents, shared=_gated_product_shared),
+                    _gated_product_extents),
     # the queries, keys and values with the rotary turn in the epilogue
     # (kernels/tiled.cu, ROPE), stored by head: the seed's qk-rope takes no
     # launch of its own, nor a reading of C
     _product_family("tiled-rope", "queries:w keys:w values:w a:r b:r cosine:r sine:r", _rope_product_extents,
-                    shared=_rope_product_shared, constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS["rope"]),
+                    constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS["rope"]),
     # the context's gradient by head in the half format, with the attention
     # backward's row terms from its rounded halves and the forward's output
     # in the epilogue (kernels/tiled.cu, BY_HEAD): the seed's token-to-head
     # takes no launch of its own, nor a binary32 C's round trip
     _product_family("tiled-heads", "heads:w row_terms:w a:r b:r out:r", _heads_product_extents,
-                    shared=_heads_product_shared, constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS["heads"]),
+                    constants=_PRODUCT_CONSTANTS + HEADS_CONSTANTS["heads"]),
 ]}
 
 
@@ -704,7 +696,7 @@ class Tile:
         """The shared memory a product's block takes with this tile (a
         heads product's more: `_row_sums_shared`)."""
         c = vars(self)  # the image's constants a tile gives (asdict's deep copy took half of planning)
-        return _heads_product_shared(c) if output == "heads" else _product_shared(c, output)
+        return _output_shared(c, output)
 
 
 # block M x block N x stages, warps along M x N: the seed's candidates 0..7,
