@@ -595,12 +595,18 @@ __device__ __forceinline__ void store_row_term(const ByHead& by_head, int row, i
 
 #if defined(IMAGE_FAMILY_TILED_GATED)
 // The gated activation of one up and gate sum: gelu(gate) up from both
-// rounded to the half format, as C keeps them, so that the backward, which
+// as C keeps them, in the half format (gated_pair), so that the backward, which
 // works gelu out again from C's gate with the same instructions
 // (gelu_tanh), sees the forward's values to the bit
-__device__ __forceinline__ float gated_value(const Gated& g, float up, float gate) {
-  const float u = to_float(to_half(up)), x = to_float(to_half(gate));
+__device__ __forceinline__ float gated_value(const Gated& g, float u, float x) {
   return gelu(x, gelu_tanh(x, g.sqrt_two_over_pi, g.cubic), g.half, g.one) * u;
+}
+// the activations of a pair of up and gate sums, from the half words C
+// holds them in (up, gate: each a pair, the lower column in the low bits)
+__device__ __forceinline__ unsigned gated_pair(const Gated& g, unsigned up, unsigned gate) {
+  const auto lo = [](unsigned w) { return to_float(static_cast<HALF>(w)); };
+  const auto hi = [](unsigned w) { return to_float(static_cast<HALF>(w >> 16)); };
+  return pack_halves(gated_value(g, lo(up), lo(gate)), gated_value(g, hi(up), hi(gate)));
 }
 #endif
 
@@ -877,17 +883,18 @@ __device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[4 * D_T
 #if defined(IMAGE_FAMILY_TILED_GATED)
   // the up's n-tiles j, j + 1 beside their gates PAIRED / 8 n-tiles on
   static_assert(D_TILES == BLOCK_N / 8, "the whole tile, its up and gate halves");
-  // (each activation in its up's place: C is stored, and fewer registers live)
   constexpr int G = PAIRED / 8;
-#pragma unroll
-  for (int e = 0; e < 4 * G; ++e) d[e] = gated_value(gated, d[e], d[e + 4 * G]);
+  // the activations of the thread's pair at e, from its up's and its gate's words
+  const auto activations = [&](int e) {
+    return gated_pair(gated, pack_halves(d[e], d[e + 1]), pack_halves(d[e + 4 * G], d[e + 4 * G + 1]));
+  };
 #pragma unroll
   for (int j = 0; j < G; j += 2)
 #pragma unroll
     for (int half_row = 0; half_row < 2; ++half_row) {
       const int e = 4 * j + 2 * half_row;
-      store_tile_pair<N / 2>(gated.out, row0 + 8 * half_row, paired_column(column0 + 8 * j), d[e], d[e + 1], d[e + 4],
-                             d[e + 5]);
+      store_tile_words_at(gated.out + static_cast<size_t>(row0 + 8 * half_row) * (N / 2) + paired_column(column0 + 8 * j),
+                          activations(e), activations(e + 4));
     }
 #endif
 #else
@@ -1101,7 +1108,7 @@ __device__ __forceinline__ void store_warps(C_ELEMENT* c, float (&accumulator)[T
     store_pair(c, row, column, u[e], u[e + 1]);
     store_pair(c, row, column + N / 2, x[e], x[e + 1]);
     store_c(reinterpret_cast<unsigned*>(gated.out + static_cast<size_t>(row) * (N / 2) + column),
-            pack_halves(gated_value(gated, u[e], x[e]), gated_value(gated, u[e + 1], x[e + 1])));
+            gated_pair(gated, pack_halves(u[e], u[e + 1]), pack_halves(x[e], x[e + 1])));
   });
 #elif defined(IMAGE_FAMILY_TILED_ROPE)
   // each even n-tile a head's columns i, the next their partners i + 32,
@@ -1446,9 +1453,10 @@ __device__ __forceinline__ void store_staged_gated(const float (&d)[BLOCK_N / 2]
 #pragma unroll
       for (int half_row = 0; half_row < 2; ++half_row) {
         const int e = 4 * (8 * pass + j) + 2 * half_row, f = e + 4 * G;  // the up's pair, and its gate's
-        *at(0, j, half_row) = pack_halves(d[e], d[e + 1]);
-        *at(1, j, half_row) = pack_halves(d[f], d[f + 1]);
-        *at(2, j, half_row) = pack_halves(gated_value(gated, d[e], d[f]), gated_value(gated, d[e + 1], d[f + 1]));
+        const unsigned up = pack_halves(d[e], d[e + 1]), gate = pack_halves(d[f], d[f + 1]);
+        *at(0, j, half_row) = up;
+        *at(1, j, half_row) = gate;
+        *at(2, j, half_row) = gated_pair(gated, up, gate);
       }
     slab_written<WARPGROUP>();
     if (warp == 0 && elect_one()) {
