@@ -160,11 +160,11 @@ __device__ __forceinline__ float gelu_tanh(float x, float sqrt_two_over_pi, floa
   return th;
 }
 
-// gelu(x) = half x (one + th), th = gelu_tanh(x): the forward's and the
-// backward's, one expression
-__device__ __forceinline__ float gelu(float x, float th, float half, float one) {
+// gelu(x) = half x (1 + th), th = gelu_tanh(x), as one multiply-add: the
+// forward's and the backward's, one expression
+__device__ __forceinline__ float gelu(float x, float th, float half) {
   const float hx = half * x;
-  return fmaf(hx, th, hx);  // hx (one + th), one being 1
+  return fmaf(hx, th, hx);
 }
 
 // element i (row i / COLUMNS, column i % COLUMNS) of the gated GELU's up or

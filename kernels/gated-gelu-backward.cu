@@ -25,7 +25,7 @@ constexpr int VECTOR = FFN % 8 == 0 ? 8 : 1;
 __device__ __forceinline__ float2 gradients(float dy, float up, float x, float sqrt_two_over_pi, float cubic,
                                             float half, float one, float cubic_slope) {
   const float th = gelu_tanh(x, sqrt_two_over_pi, cubic);
-  const float value = gelu(x, th, half, one);
+  const float value = gelu(x, th, half);
   const float slope = half * (one + th) + half * x * (one - th * th) * sqrt_two_over_pi * (one + cubic_slope * x * x);
   return make_float2(dy * value, dy * up * slope);
 }

@@ -497,7 +497,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     # the up and gate projections (a half C) with the gated activation
     # gelu(gate) up in the epilogue (kernels/tiled.cu, GATED): the activation
     # takes no launch of its own, nor a reading of C
-    _product_family("tiled-gated", "c:w gated:w a:r b:r sqrt_two_over_pi:f32 cubic:f32 half:f32 one:f32",
+    _product_family("tiled-gated", "c:w gated:w a:r b:r sqrt_two_over_pi:f32 cubic:f32 half:f32",
                     _gated_product_extents),
     # the queries, keys and values with the rotary turn in the epilogue
     # (kernels/tiled.cu, ROPE), stored by head: the seed's qk-rope takes no

@@ -341,7 +341,7 @@ static_assert(RESIDUAL == 0, "tiled-gated adds no residual");
 // GELU's scalars
 struct Gated {
   HALF* out;
-  float sqrt_two_over_pi, cubic, half, one;
+  float sqrt_two_over_pi, cubic, half;
 };
 #define EPILOGUE_PARAMETER , Gated gated
 #define EPILOGUE_ARGUMENT , gated
@@ -599,7 +599,7 @@ __device__ __forceinline__ void store_row_term(const ByHead& by_head, int row, i
 // works gelu out again from C's gate with the same instructions
 // (gelu_tanh), sees the forward's values to the bit
 __device__ __forceinline__ float gated_value(const Gated& g, float u, float x) {
-  return gelu(x, gelu_tanh(x, g.sqrt_two_over_pi, g.cubic), g.half, g.one) * u;
+  return gelu(x, gelu_tanh(x, g.sqrt_two_over_pi, g.cubic), g.half) * u;
 }
 // the activations of a pair of up and gate sums, from the half words C
 // holds them in (up, gate: each a pair, the lower column in the low bits)
@@ -1849,8 +1849,8 @@ image(C_ELEMENT* c, const HALF* __restrict__ a, const HALF* __restrict__ b, cons
 #elif defined(IMAGE_FAMILY_TILED_GATED)
 extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
 image(C_ELEMENT* __restrict__ c, HALF* __restrict__ gated_out, const HALF* __restrict__ a, const HALF* __restrict__ b,
-      float sqrt_two_over_pi, float cubic, float half, float one TENSOR_MAP_PARAMETERS) {
-  const Gated gated{gated_out, sqrt_two_over_pi, cubic, half, one};
+      float sqrt_two_over_pi, float cubic, float half TENSOR_MAP_PARAMETERS) {
+  const Gated gated{gated_out, sqrt_two_over_pi, cubic, half};
 #elif defined(IMAGE_FAMILY_TILED_ROPE)
 extern "C" __global__ void __launch_bounds__(THREADS) CLUSTER
 image(HALF* __restrict__ queries, HALF* __restrict__ keys, HALF* __restrict__ values, const HALF* __restrict__ a,

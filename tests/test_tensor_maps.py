@@ -52,8 +52,7 @@ def test_a_gated_products_maps_bring_b_in_two_boxes_after_its_scalars():
     plain_b = tensor_maps(tiled_image("r", "r", 256, 256, 512, False, "binary16", FED, "half"))[1]
     assert plain_b.box_outer == tile.block_n and (b.inner, b.outer) == (plain_b.inner, plain_b.outer)
     addresses = {"c": 0x10000, "gated": 0x18000, "a": 0x20000, "b": 0x40000}
-    block = img.parameter_block(addresses, img.words({"sqrt_two_over_pi": 0.8, "cubic": 0.04, "half": 0.5,
-                                                      "one": 1.0}))
+    block = img.parameter_block(addresses, img.words({"sqrt_two_over_pi": 0.8, "cubic": 0.04, "half": 0.5}))
     cubin = compile_image(img, "sm_90")
     out = launch_parameters(img, block, cubin, fake_encoder)
     assert out[:len(block)] == block
@@ -133,8 +132,7 @@ def test_a_gated_product_whose_tensor_copies_store_it_takes_cs_and_the_activatio
     assert [(m.inner, m.outer, m.box_inner, m.box_outer, m.element) for m in maps[2:]] == \
         [(512, 256, 64, 64, HALF_BYTES), (256, 256, 64, 64, HALF_BYTES)]
     addresses = {"c": 0x10000, "gated": 0x18000, "a": 0x20000, "b": 0x40000}
-    block = img.parameter_block(addresses, img.words({"sqrt_two_over_pi": 0.8, "cubic": 0.04, "half": 0.5,
-                                                      "one": 1.0}))
+    block = img.parameter_block(addresses, img.words({"sqrt_two_over_pi": 0.8, "cubic": 0.04, "half": 0.5}))
     _maps_follow_the_block_on_sm_90_alone(img, block, addresses, maps)
 
 

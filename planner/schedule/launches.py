@@ -226,12 +226,14 @@ def layer_norm_backward(b: Builder, gamma: Where, gamma_gradient: Where, beta_gr
 
 def gelu_words(c: Constants) -> dict[str, int]:
     """The tanh GELU's words, as the gated product's epilogue takes them."""
-    return dict(sqrt_two_over_pi=c.sqrt_two_over_pi, cubic=c.gelu_cubic, half=c.half, one=c.one)
+    return dict(sqrt_two_over_pi=c.sqrt_two_over_pi, cubic=c.gelu_cubic, half=c.half)
 
 
 def _gelu_scalars(b: Builder, elements: int) -> dict[str, int]:
-    """The gated GELU's backward: the GELU's words, its cubic term's slope and the elements."""
-    return gelu_words(b.constants) | dict(cubic_slope=b.constants.gelu_cubic_slope, elements=elements)
+    """The gated GELU's backward: the GELU's words, one and its cubic term's slope (for
+    the GELU's slope), and the elements."""
+    return gelu_words(b.constants) | dict(one=b.constants.one, cubic_slope=b.constants.gelu_cubic_slope,
+                                          elements=elements)
 
 
 def _qkv_gradient_rows(b: Builder) -> dict[str, Where]:
