@@ -594,10 +594,10 @@ __device__ __forceinline__ void store_row_term(const ByHead& by_head, int row, i
 #endif
 
 #if defined(IMAGE_FAMILY_TILED_GATED)
-// The gated activation of one up and gate sum: gelu(gate) up from both
-// as C keeps them, in the half format (gated_pair), so that the backward, which
-// works gelu out again from C's gate with the same instructions
-// (gelu_tanh), sees the forward's values to the bit
+// The gated activation of one up and gate sum: gelu(gate) up from both as
+// C keeps them, rounded to the half format (gated_pair takes them from C's
+// words), so that the backward, which works gelu out again from C's gate
+// with the same instructions (gelu_tanh), sees the forward's values to the bit
 __device__ __forceinline__ float gated_value(const Gated& g, float u, float x) {
   return gelu(x, gelu_tanh(x, g.sqrt_two_over_pi, g.cubic), g.half) * u;
 }
@@ -893,8 +893,8 @@ __device__ __forceinline__ void store_warpgroup(C_ELEMENT* c, float (&d)[4 * D_T
 #pragma unroll
     for (int half_row = 0; half_row < 2; ++half_row) {
       const int e = 4 * j + 2 * half_row;
-      store_tile_words_at(gated.out + static_cast<size_t>(row0 + 8 * half_row) * (N / 2) + paired_column(column0 + 8 * j),
-                          activations(e), activations(e + 4));
+      const size_t row = row0 + 8 * half_row;
+      store_tile_words_at(gated.out + row * (N / 2) + paired_column(column0 + 8 * j), activations(e), activations(e + 4));
     }
 #endif
 #else
