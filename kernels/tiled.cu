@@ -594,19 +594,17 @@ __device__ __forceinline__ void store_row_term(const ByHead& by_head, int row, i
 #endif
 
 #if defined(IMAGE_FAMILY_TILED_GATED)
-// The gated activation of one up and gate sum: gelu(gate) up from both as
-// C keeps them, rounded to the half format (gated_pair takes them from C's
-// words), so that the backward, which works gelu out again from C's gate
-// with the same instructions (gelu_tanh), sees the forward's values to the bit
-__device__ __forceinline__ float gated_value(const Gated& g, float u, float x) {
-  return gelu(x, gelu_tanh(x, g.sqrt_two_over_pi, g.cubic), g.half) * u;
-}
-// the activations of a pair of up and gate sums, from the half words C
-// holds them in (up, gate: each a pair, the lower column in the low bits)
+// The gated activations gelu(gate) up of a pair of up and gate sums, from
+// the half words C holds them in (up, gate: each a pair, the lower column
+// in the low bits), so that the backward, which works gelu out again from
+// C's gate with the same instructions (gelu_tanh), sees the forward's
+// values to the bit
 __device__ __forceinline__ unsigned gated_pair(const Gated& g, unsigned up, unsigned gate) {
-  const auto lo = [](unsigned w) { return to_float(static_cast<HALF>(w)); };
-  const auto hi = [](unsigned w) { return to_float(static_cast<HALF>(w >> 16)); };
-  return pack_halves(gated_value(g, lo(up), lo(gate)), gated_value(g, hi(up), hi(gate)));
+  const auto value = [&](unsigned up, unsigned gate) {  // the activation of the pair's low halves
+    const float u = to_float(static_cast<HALF>(up)), x = to_float(static_cast<HALF>(gate));
+    return gelu(x, gelu_tanh(x, g.sqrt_two_over_pi, g.cubic), g.half) * u;
+  };
+  return pack_halves(value(up, gate), value(up >> 16, gate >> 16));
 }
 #endif
 
