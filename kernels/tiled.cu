@@ -1264,6 +1264,15 @@ __device__ __forceinline__ Word* slab_of() {
   return reinterpret_cast<Word*>(reinterpret_cast<char*>(shared) + SLAB_OFFSET) + WARPGROUP * SLAB_WORDS;
 }
 
+// Word `word` of 16-byte chunk `chunk` in row `row` of box `box` of a slab:
+// a box's rows are 128 bytes, their chunks swizzled by the row as the
+// tensor copies' 128-byte swizzle lays them out (so that a warp's words
+// take each bank as few times as they can)
+template <typename Word>
+__device__ __forceinline__ Word* swizzled(Word* slab, int box, int row, int chunk, int word) {
+  return &slab[box * BOX_WORDS + row * 32 + ((chunk ^ (row & 7)) << 2) + word];
+}
+
 // A warpgroup index as a compile-time constant (its slab and named barrier
 // are constants in the code each takes)
 template <int V>
@@ -1334,8 +1343,7 @@ __device__ __forceinline__ void stage_halves(unsigned* slab, const float (&d)[BL
 #pragma unroll
     for (int half_row = 0; half_row < 2; ++half_row) {
       const int row = warp * 16 + (lane >> 2) + 8 * half_row;
-      slab[j / 8 * BOX_WORDS + row * 32 + ((j % 8 ^ (row & 7)) << 2) + (lane & 3)] =
-          pack_halves(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1]);
+      *swizzled(slab, j / 8, row, j % 8, lane & 3) = pack_halves(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1]);
     }
 }
 #endif
@@ -1369,9 +1377,7 @@ __device__ __forceinline__ void store_staged(const float (&d)[BLOCK_N / 2], int 
 #pragma unroll
     for (int half_row = 0; half_row < 2; ++half_row) {
       const int row = warp * 16 + (lane >> 2) + 8 * half_row, column = 8 * j + 2 * (lane & 3);
-      const int chunk = column % BOX_COLUMNS / 4;
-      float* const at = slab + column / BOX_COLUMNS * BOX_WORDS + row * BOX_COLUMNS + (chunk ^ (row & 7)) * 4 +
-                        column % 4;
+      float* const at = swizzled(slab, column / BOX_COLUMNS, row, column % BOX_COLUMNS / 4, column % 4);
       float2 v = make_float2(d[4 * j + 2 * half_row], d[4 * j + 2 * half_row + 1]);
       if constexpr (STAGED_R) {
         const float2 residual = *reinterpret_cast<const float2*>(at);
@@ -1440,7 +1446,7 @@ __device__ __forceinline__ void store_staged_gated(const float (&d)[BLOCK_N / 2]
   // box b's word of a thread's pair in n-tile j of the pass (of its half) at half_row
   auto at = [&](int b, int j, int half_row) {
     const int row = warp * 16 + (lane >> 2) + 8 * half_row;
-    return slab + b * BOX_WORDS + row * 32 + ((j ^ (row & 7)) << 2) + (lane & 3);
+    return swizzled(slab, b, row, j, lane & 3);
   };
   constexpr int G = PAIRED / 8;
 #pragma unroll
