@@ -57,12 +57,14 @@ from planner.bench import (batches_argument, matmul_operands, plan_step_ms, requ
 from planner.kernels import manifest
 from planner.certify.machine import unwaited
 from planner.certify.sass import check_cubin
+from planner.cli import InputError, output_directory, output_file
 from planner.files import written_whole
 from planner.kernels.manifest import (ARCHS, HEADS_CONSTANTS, PRODUCT_FAMILIES, PRODUCT_OUTPUTS, TILE_CANDIDATES,
                                       product_key, product_output, spills_beside_copies, tile_serves, tiled_image)
 from planner.model.config import DEFAULT
 from planner.runtime import driver
 from planner.runtime.cubin_info import kernel_info
+from planner.runtime.cuda import NoDevice, open_gpu
 from planner.runtime.nvrtc import compile_image
 from planner.runtime.tensor_maps import launch_parameters
 from planner.schedule import build_plan
@@ -293,23 +295,19 @@ def plan_with(key: str, tile: int, batch: int):
         return build_plan(config_of(batch))
 
 
-def step_medians(key: str, batch: int, tiles: list[int], rounds: int) -> dict[str, float]:
+def step_medians(gpu, key: str, batch: int, tiles: list[int], rounds: int) -> dict[str, float]:
     """The update's median ms (CUDA events, as `planner bench` times the
     plan's step) with each tile for the product `key`, in turn for `rounds`
     rounds: tile -> the mean of its medians. The plans are timed as
     measurements of candidates, not certified runs, and only where every
     update's loss is finite (require_finite)."""
     medians: dict[int, list[float]] = {tile: [] for tile in tiles}
-    gpu = driver.open_device()
-    try:
-        for _ in range(rounds):
-            for tile in tiles:
-                timing = plan_step_ms(plan_with(key, tile, batch), gpu, alone=False)
-                require_finite(timing.losses)
-                medians[tile].append(timing.events_ms)
-                print(f"{key} tile {tile}: update {medians[tile][-1]:.4f} ms", flush=True)
-    finally:
-        driver.close_device(gpu)
+    for _ in range(rounds):
+        for tile in tiles:
+            timing = plan_step_ms(plan_with(key, tile, batch), gpu, alone=False)
+            require_finite(timing.losses)
+            medians[tile].append(timing.events_ms)
+            print(f"{key} tile {tile}: update {medians[tile][-1]:.4f} ms", flush=True)
     return {str(tile): round(statistics.mean(times), 4) for tile, times in medians.items()}
 
 
@@ -321,49 +319,94 @@ def batch_of(key: str, batches: tuple[int, ...]) -> int:
     return found
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("out", type=Path)
-    p.add_argument("--batches", type=batches_argument, default=(1, 8), help="sequences per step (default 1,8)")
-    p.add_argument("--write", type=Path, help="the tiles table to write")
-    p.add_argument("--measured", type=Path, help="choose from an earlier run's tile-sweep.json (no GPU)")
-    p.add_argument("--keys", help="sweep these shapes only (comma-separated keys); the table keeps the others")
-    p.add_argument("--tiles", help="time these candidates only (comma-separated numbers)")
-    p.add_argument("--step", action="append", default=[], metavar="KEY=N,N,...",
-                   help="also time the update with each of these tiles for KEY (recorded as step_ms)")
-    p.add_argument("--rounds", type=int, default=4, help="rounds of --step's updates, taken in turn")
-    args = p.parse_args()
+def tile_numbers(text: str, option: str) -> list[int]:
+    """Candidate tiles named on the command line: numbers of TILE_CANDIDATES."""
+    try:
+        numbers = [int(t) for t in text.split(",")]
+    except ValueError:
+        raise InputError(f"{option} takes tile numbers joined by commas, not {text!r}") from None
+    unknown = [t for t in numbers if not 0 <= t < len(TILE_CANDIDATES)]
+    if unknown:
+        raise InputError(f"{option}: no tile {unknown[0]} (the candidates are 0..{len(TILE_CANDIDATES) - 1})")
+    return numbers
+
+
+def step_tiles(items: list[str], products: dict[str, tuple]) -> dict[str, list[int]]:
+    """--step's KEY=N,N,... for shapes the run sweeps (an unswept shape's
+    update medians would go unrecorded)."""
+    steps = {}
+    for item in items:
+        key, _, tiles = item.partition("=")
+        if key not in products:
+            raise InputError(f"--step {key}: not among the shapes swept")
+        steps[key] = tile_numbers(tiles, f"--step {key}")
+    return steps
+
+
+def read_json(path: Path, option: str) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise InputError(f"{option} {path}: {error}") from None
+
+
+def measure(args, products: dict[str, tuple], only: set[int] | None,
+            steps: dict[str, list[int]]) -> tuple[dict, str, int, dict]:
+    """Each product's tiles timed alone (or an earlier run's times,
+    --measured) and the updates --step asks for: (results, device name,
+    shared limit, step medians)."""
+    if args.measured:
+        measured = read_json(args.measured, "--measured")
+        try:
+            results, device_name, shared_limit = measured["shapes"], measured["device"], measured["shared_limit"]
+        except (KeyError, TypeError):
+            raise InputError(f"--measured {args.measured}: not a tile sweep's tile-sweep.json") from None
+        unmeasured = [key for key in products if key not in results]
+        if unmeasured:
+            raise InputError(f"--measured {args.measured}: no times for {unmeasured[0]}")
+        if not steps:
+            return results, device_name, shared_limit, {}
+    else:
+        precompile(list(products.values()), "sm_90", only)   # before CUDA: the workers are forked
+    device = open_gpu()
+    try:
+        if device.arch not in ARCHS:
+            raise InputError(f"the device is {device.arch}, not one of {ARCHS}")
+        if not args.measured:
+            torch.cuda.init()
+            results = {key: sweep_one(device, *shape, only) for key, shape in products.items()}
+            device_name, shared_limit = device.name, device.shared_limit
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "tile-sweep.json").write_text(json.dumps(
+                {"device": device_name, "shared_limit": shared_limit, "shapes": results}, indent=1))
+        stepped = {key: step_medians(device, key, batch_of(key, args.batches), tiles, args.rounds)
+                   for key, tiles in steps.items()}
+    finally:
+        driver.close_device(device)
+    return results, device_name, shared_limit, stepped
+
+
+def sweep(args) -> int:
+    """The sweep main() runs: its arguments checked before anything is
+    compiled or the GPU asked for, then measured, then the table chosen."""
     if args.tiles and args.write:
-        raise SystemExit("--tiles times some candidates only: it cannot choose the table's tiles (--write)")
-    only = {int(t) for t in args.tiles.split(",")} if args.tiles else None
-    args.out.mkdir(parents=True, exist_ok=True)
+        raise InputError("--tiles times some candidates only: it cannot choose the table's tiles (--write)")
+    if args.rounds < 1:
+        raise InputError(f"--rounds {args.rounds}: at least one round")
+    only = set(tile_numbers(args.tiles, "--tiles")) if args.tiles else None
+    output_directory(args.out, "the output directory")
     products = shapes(args.batches)
     if args.keys:
         unknown = set(args.keys.split(",")) - set(products)
         if unknown:
-            raise SystemExit(f"no product of the plans is {sorted(unknown)[0]}")
+            raise InputError(f"no product of the plans is {sorted(unknown)[0]}")
         products = {key: products[key] for key in args.keys.split(",")}
-    unswept = [key for key, _, _ in (item.partition("=") for item in args.step) if key not in products]
-    if unswept:  # its update's medians would go unrecorded
-        raise SystemExit(f"--step {unswept[0]}: not among the shapes swept")
-    if args.measured:
-        measured = json.loads(args.measured.read_text())
-        results, device_name, shared_limit = measured["shapes"], measured["device"], measured["shared_limit"]
-    else:
-        precompile(list(products.values()), "sm_90", only)
-        device = driver.open_device()
-        if device.arch not in ARCHS:
-            raise SystemExit(f"the device is {device.arch}, not one of {ARCHS}")
-        torch.cuda.init()
-        results = {key: sweep_one(device, *shape, only) for key, shape in products.items()}
-        device_name, shared_limit = device.name, device.shared_limit
-        driver.close_device(device)
-        (args.out / "tile-sweep.json").write_text(json.dumps({"device": device_name, "shared_limit": shared_limit,
-                                                              "shapes": results}, indent=1))
-    stepped = {}
-    for item in args.step:
-        key, _, tiles = item.partition("=")
-        stepped[key] = step_medians(key, batch_of(key, args.batches), [int(t) for t in tiles.split(",")], args.rounds)
+    steps = step_tiles(args.step, products)
+    table_before = {}
+    if args.write:
+        output_file(str(args.write), "--write")
+        table_before = read_json(args.write, "--write") if args.write.exists() else {}
+    results, device_name, shared_limit, stepped = measure(args, products, only, steps)
     if only is not None:  # a look at some tiles: their times, no choice
         for key, row in results.items():
             for tile, timed in sorted(row["tiles"].items(), key=lambda item: item[1]["us"]):
@@ -372,10 +415,9 @@ def main() -> int:
         for key, medians in stepped.items():
             print(f"{key:28s} the update, ms by tile: {medians}")
         return 0
-    table_before = json.loads(args.write.read_text()) if args.write and args.write.exists() else {}
     before = table_before.get("choices", {})
     if args.keys and before and table_before.get("shared_limit") != shared_limit:
-        raise SystemExit(f"the table's tiles fit a block's {table_before.get('shared_limit')} bytes of shared "
+        raise InputError(f"the table's tiles fit a block's {table_before.get('shared_limit')} bytes of shared "
                          f"memory, this device's {shared_limit}: sweep every shape")
     choices = dict(before) if args.keys else {}   # a sweep of some shapes keeps the others' rows
     for key in products:
@@ -396,6 +438,25 @@ def main() -> int:
         with written_whole(args.write, "w") as f:  # the planner reads it: never half a table
             f.write(json.dumps(table, indent=1) + "\n")
     return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out", type=Path)
+    p.add_argument("--batches", type=batches_argument, default=(1, 8), help="sequences per step (default 1,8)")
+    p.add_argument("--write", type=Path, help="the tiles table to write")
+    p.add_argument("--measured", type=Path, help="choose from an earlier run's tile-sweep.json (no GPU)")
+    p.add_argument("--keys", help="sweep these shapes only (comma-separated keys); the table keeps the others")
+    p.add_argument("--tiles", help="time these candidates only (comma-separated numbers)")
+    p.add_argument("--step", action="append", default=[], metavar="KEY=N,N,...",
+                   help="also time the update with each of these tiles for KEY (recorded as step_ms)")
+    p.add_argument("--rounds", type=int, default=4, help="rounds of --step's updates, taken in turn")
+    args = p.parse_args()
+    try:
+        return sweep(args)
+    except (InputError, NoDevice) as error:  # bad input, or no GPU (or one too small): one line
+        print(f"tile_sweep: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ TABLE = Path(__file__).resolve().parents[1] / "kernels" / "tiles.json"
 
 def _sweep(monkeypatch, tmp_path: Path, tiles: dict[str, dict], keys: str = KEY,
            step_ms: dict[str, float] | None = None, device: str = "NVIDIA H200",
-           shared_limit: int = 232448) -> dict:
+           shared_limit: int = 232448, status: int = 0) -> dict:
     measured = tmp_path / "tile-sweep.json"
     measured.write_text(json.dumps({"device": device, "shared_limit": shared_limit,
                                     "shapes": {KEY: {"torch_us": 4.6, "same_us": 4.7, "tiles": tiles}}}))
@@ -33,8 +33,19 @@ def _sweep(monkeypatch, tmp_path: Path, tiles: dict[str, dict], keys: str = KEY,
     table.write_text(json.dumps(recorded))
     monkeypatch.setattr(sys, "argv", ["tile_sweep.py", str(tmp_path / "out"), "--batches", "1", "--measured",
                                       str(measured), "--write", str(table), "--keys", keys])
-    assert tile_sweep.main() == 0
+    before = table.read_text()
+    assert tile_sweep.main() == status
+    if status:  # refused: the table as it was
+        assert table.read_text() == before
+        return {}
     return json.loads(table.read_text())["choices"]
+
+
+def _refusal(capsys) -> str:
+    """The one line a refused sweep printed (stderr), nothing on stdout."""
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("tile_sweep: ")
+    return err
 
 
 def test_a_sweep_of_some_shapes_keeps_the_other_rows(monkeypatch, tmp_path):
@@ -49,11 +60,11 @@ def test_a_sweep_of_some_shapes_keeps_the_other_rows(monkeypatch, tmp_path):
     assert all(row["device"] for row in choices.values())
 
 
-def test_a_sweep_of_some_shapes_on_a_device_of_another_shared_limit_is_refused(monkeypatch, tmp_path):
+def test_a_sweep_of_some_shapes_on_a_device_of_another_shared_limit_is_refused(monkeypatch, tmp_path, capsys):
     """The table's tiles fit one limit a block: a shape measured under
     another would take tiles the others' limit refuses, or the reverse."""
-    with pytest.raises(SystemExit, match="sweep every shape"):
-        _sweep(monkeypatch, tmp_path, {"40": {"us": 5.1, "error": 2e-4}}, shared_limit=101376)
+    _sweep(monkeypatch, tmp_path, {"40": {"us": 5.1, "error": 2e-4}}, shared_limit=101376, status=2)
+    assert "sweep every shape" in _refusal(capsys)
 
 
 def test_a_tile_past_the_half_bound_is_never_chosen(monkeypatch, tmp_path):
@@ -104,23 +115,61 @@ def test_a_tie_inside_the_update_is_decided_alone(monkeypatch, tmp_path):
     assert choices[KEY]["tile"] == int(other)
 
 
-def test_an_unknown_shape_is_refused(monkeypatch, tmp_path):
-    with pytest.raises(SystemExit, match="no product of the plans is rr-m1-n1-k1"):
-        _sweep(monkeypatch, tmp_path, {"40": {"us": 5.1, "error": 2e-4}}, keys="rr-m1-n1-k1")
+def test_an_unknown_shape_is_refused(monkeypatch, tmp_path, capsys):
+    _sweep(monkeypatch, tmp_path, {"40": {"us": 5.1, "error": 2e-4}}, keys="rr-m1-n1-k1", status=2)
+    assert "no product of the plans is rr-m1-n1-k1" in _refusal(capsys)
 
 
-def test_some_tiles_cannot_choose_the_table(monkeypatch, tmp_path):
-    monkeypatch.setattr(sys, "argv", ["tile_sweep.py", str(tmp_path), "--tiles", "40", "--write",
-                                      str(tmp_path / "tiles.json")])
-    with pytest.raises(SystemExit, match="cannot choose the table's tiles"):
-        tile_sweep.main()
+@pytest.mark.parametrize("arguments, message", [
+    (["--tiles", "40", "--write", "{tmp}/tiles.json"], "cannot choose the table's tiles"),
+    (["--keys", KEY, "--step", "rr-m1024-n2816-k512-gated=57,59"],
+     "--step rr-m1024-n2816-k512-gated: not among the shapes swept"),
+    (["--tiles", "40,x"], "--tiles takes tile numbers joined by commas, not '40,x'"),
+    (["--tiles", "4000"], "--tiles: no tile 4000"),
+    (["--keys", KEY, "--step", f"{KEY}=40,"], f"--step {KEY} takes tile numbers"),
+    (["--keys", KEY, "--step", KEY], f"--step {KEY} takes tile numbers"),
+    (["--rounds", "0"], "--rounds 0: at least one round"),
+    (["--measured", "{tmp}/missing.json"], "--measured {tmp}/missing.json: "),
+    (["--write", "{tmp}/no/tiles.json"], "--write {tmp}/no/tiles.json: its directory does not exist"),
+])
+def test_bad_arguments_are_refused_before_any_work(monkeypatch, tmp_path, capsys, arguments, message):
+    """One line naming what is wrong, status 2, before anything is compiled
+    or the GPU asked for, and nothing written."""
+    monkeypatch.setattr(tile_sweep, "precompile", lambda *a: pytest.fail("compiled for refused arguments"))
+    monkeypatch.setattr(tile_sweep, "open_gpu", lambda: pytest.fail("asked for the GPU for refused arguments"))
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["tile_sweep.py", str(out), *(a.format(tmp=tmp_path) for a in arguments)])
+    assert tile_sweep.main() == 2
+    assert message.format(tmp=tmp_path) in _refusal(capsys)
+    assert not out.exists()
 
 
-def test_a_stepped_shape_must_be_swept(monkeypatch, tmp_path):
-    monkeypatch.setattr(sys, "argv", ["tile_sweep.py", str(tmp_path), "--keys", KEY,
-                                      "--step", "rr-m1024-n2816-k512-gated=57,59"])
-    with pytest.raises(SystemExit, match="--step rr-m1024-n2816-k512-gated: not among the shapes swept"):
-        tile_sweep.main()
+def test_a_measured_run_without_the_shape_is_refused(monkeypatch, tmp_path, capsys):
+    measured = tmp_path / "tile-sweep.json"
+    measured.write_text(json.dumps({"device": "NVIDIA H200", "shared_limit": 232448, "shapes": {}}))
+    monkeypatch.setattr(sys, "argv", ["tile_sweep.py", str(tmp_path / "out"), "--measured", str(measured),
+                                      "--keys", KEY])
+    assert tile_sweep.main() == 2
+    assert f"no times for {KEY}" in _refusal(capsys)
+
+
+def test_no_gpu_is_one_line(monkeypatch, tmp_path, capsys):
+    """Where the sweep needs the GPU (here the update --step times, the
+    tiles' times coming from an earlier run) and there is none."""
+    from planner.runtime.cuda import NoDevice
+
+    def no_gpu():
+        raise NoDevice("no NVIDIA GPU to run on (no driver)")
+
+    measured = tmp_path / "tile-sweep.json"
+    measured.write_text(json.dumps({"device": "NVIDIA H200", "shared_limit": 232448,
+                                    "shapes": {KEY: {"torch_us": 4.6, "same_us": 4.7, "tiles": {}}}}))
+    monkeypatch.setattr(tile_sweep, "open_gpu", no_gpu)
+    monkeypatch.setattr(sys, "argv", ["tile_sweep.py", str(tmp_path / "out"), "--measured", str(measured),
+                                      "--keys", KEY, "--step", f"{KEY}=40,60"])
+    assert tile_sweep.main() == 2
+    assert _refusal(capsys) == "tile_sweep: no NVIDIA GPU to run on (no driver)\n"
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_stepped_plan_takes_the_given_tile_for_the_shape_only():
