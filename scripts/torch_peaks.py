@@ -5,12 +5,16 @@ python scripts/torch_peaks.py OUT.json"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
+from planner.cli import InputError, output_file, require_torch
+from planner.files import written_whole
+
 
 def peak(config) -> int:
-    import torch
+    torch = require_torch()
 
     from planner.reference.model import Coppelius, optimizer
     from planner.schedule.arena import entries
@@ -36,13 +40,24 @@ def peak(config) -> int:
     return out
 
 
-def main(path: str) -> None:
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", help="the JSON file to write")
+    args = parser.parse_args()
+    try:
+        path = output_file(args.out, "OUT")
+        if not require_torch().cuda.is_available():
+            raise InputError("no NVIDIA GPU for PyTorch to run on")
+    except InputError as error:
+        print(f"torch_peaks: {error}", file=sys.stderr)
+        return 2
     from planner.place.table import CONFIGS
     peaks = {name: peak(c) for name, c in CONFIGS.items()}
-    with open(path, "w") as f:
+    with written_whole(path, "w") as f:
         json.dump(peaks, f)
     print(json.dumps(peaks))
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    sys.exit(main())

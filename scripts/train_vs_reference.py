@@ -1,25 +1,30 @@
-"""Train the plan and the PyTorch reference side by side from the same
-parameters on the same batches; print both loss curves, write them as JSON
-and a PNG. Run on a GPU machine: python scripts/train_vs_reference.py OUT STEPS"""
+"""Train the certified plan and the PyTorch reference side by side from the
+same parameters on the same batches; print both loss curves, write them as
+JSON and a PNG. Run on a GPU machine: python scripts/train_vs_reference.py OUT STEPS"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from planner.certify import Uncertified, demand_certificate
+from planner.cli import InputError, output_directory, require_torch
+from planner.runtime.cuda import NoDevice, open_gpu
 
-def main(out: Path, steps: int) -> None:
-    import torch
+
+def train(out: Path, steps: int) -> None:
+    torch = require_torch()
 
     from planner.data.batches import Batches
     from planner.data.command import embedded
     from planner.data.shards import read_dataset
     from planner.model.config import DEFAULT
     from planner.reference.model import Coppelius, optimizer, parameters_from_bank
-    from planner.runtime.cuda import CudaDevice, open_gpu
+    from planner.runtime.cuda import CudaDevice
     from planner.runtime.session import Session
     from planner.schedule import build_plan
 
@@ -28,7 +33,7 @@ def main(out: Path, steps: int) -> None:
     data = read_dataset(embedded(s.vocab), s.vocab, s.seq + 1)
     batches = Batches(data.train, s.batch, s.seq, config.run.seed)
     plan = build_plan(config)
-    device = CudaDevice(plan, open_gpu(), graphs=True)
+    device = CudaDevice(plan, open_gpu(), graphs=True, certificate=demand_certificate(plan))
     session = Session(plan, device)
     session.start(batches(0)[0])
     parameters = np.frombuffer(device.read_arena(plan.plane["parameters"].offset, plan.plane["parameters"].bytes),
@@ -62,9 +67,28 @@ def main(out: Path, steps: int) -> None:
     print(f"{'step':>5} {'plan':>8} {'reference':>10} {'rel':>8}")
     for i in list(range(0, steps, max(1, steps // 20))) + [steps - 1]:
         print(f"{i + 1:5d} {ours[i]:8.4f} {theirs[i]:10.4f} {abs(ours[i] - theirs[i]) / theirs[i]:8.2e}")
-    tail = slice(steps - 20, steps)
-    print(f"mean of the last 20: plan {np.mean(ours[tail]):.4f} reference {np.mean(theirs[tail]):.4f}")
+    last = min(20, steps)
+    print(f"mean of the last {last}: plan {np.mean(ours[-last:]):.4f} reference {np.mean(theirs[-last:]):.4f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="the directory for curves.json and curves.png")
+    parser.add_argument("steps", type=int, help="updates each side trains")
+    args = parser.parse_args()
+    try:
+        if args.steps < 1:
+            raise InputError(f"steps {args.steps}: at least one update")
+        output_directory(args.out, "the output directory")
+        train(args.out, args.steps)
+    except (InputError, NoDevice) as error:
+        print(f"train_vs_reference: {error}", file=sys.stderr)
+        return 2
+    except Uncertified as error:
+        print(f"train_vs_reference: refused: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), int(sys.argv[2]))
+    sys.exit(main())
