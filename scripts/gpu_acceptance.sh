@@ -3,10 +3,31 @@
 # the kernel and training tests, a 1000-update training from the README's
 # command, the seed and placed layouts side by side, compute-sanitizer over
 # ten updates, PyTorch's peak memory, and the benchmark. Run from the
-# repository root on a machine with a GPU.
-# Every step runs; the exit status is the last failing step's (0: all passed).
+# repository root on a machine with a GPU; $2 runs one part only (tests,
+# train, sanitize or bench; default all).
+# Every step runs; the exit status is the last failing step's (0: all passed);
+# an unknown part, planner not installed or no GPU: one line, status 2, nothing run.
 set -uo pipefail
 out=${1:-gpu-logs}
+part=${2:-all}
+case "$part" in
+  tests|train|sanitize|bench|all) ;;
+  *) echo "gpu_acceptance: no part named $part (tests, train, sanitize, bench or all)" >&2; exit 2 ;;
+esac
+if ! missing=$(python3 -c '
+import sys
+try:
+    from planner.runtime.cuda import NoDevice, open_gpu
+except ImportError as error:
+    sys.exit(f"planner is not installed ({error})")
+try:
+    open_gpu()
+except NoDevice as error:
+    sys.exit(str(error))
+' 2>&1); then
+  echo "gpu_acceptance: $missing" >&2
+  exit 2
+fi
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 failed=0
@@ -16,7 +37,7 @@ step() {
   local status=${PIPESTATUS[0]}
   [ "$status" -eq 0 ] || { echo "== $name failed (exit status $status)"; failed=$status; }
 }
-case "${2:-all}" in
+case "$part" in
   tests|all)
     step tests python3 -m pytest tests/test_kernels_gpu.py tests/test_training_gpu.py -s -p no:cacheprovider ;;&
   train|all)

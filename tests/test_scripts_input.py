@@ -1,9 +1,11 @@
 """The GPU scripts refuse bad input on one line with status 2, before any
-work and without writing anything: scripts/train_vs_reference.py and
-scripts/torch_peaks.py (tile_sweep.py's refusals: test_tile_sweep.py)."""
+work and without writing anything: scripts/train_vs_reference.py,
+scripts/torch_peaks.py and scripts/gpu_acceptance.sh (tile_sweep.py's
+refusals: test_tile_sweep.py)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -39,3 +41,11 @@ def test_torch_peaks_refuses_an_output_it_cannot_write(monkeypatch, capsys, tmp_
     monkeypatch.setattr(torch_peaks, "peak", lambda config: pytest.fail("measured for a refused output"))
     err = _refused(monkeypatch, capsys, torch_peaks, "torch_peaks", [str(tmp_path / "missing" / "peaks.json")])
     assert f"OUT {tmp_path}/missing/peaks.json: its directory does not exist" in err
+
+
+def test_gpu_acceptance_refuses_an_unknown_part(tmp_path):
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu_acceptance.sh"
+    run = subprocess.run(["bash", str(script), str(tmp_path / "logs"), "bnech"], capture_output=True, text=True)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr == "gpu_acceptance: no part named bnech (tests, train, sanitize, bench or all)\n"
+    assert not (tmp_path / "logs").exists()
