@@ -1240,9 +1240,11 @@ __device__ __forceinline__ void multiply_step(float (&d)[BLOCK_N / 2], unsigned 
   extern __shared__ __align__(1024) HALF shared[];
   const int s = it % STAGES;
   barrier_wait(&full[s], (it / STAGES) & 1);
-  // the copies' writes, seen here through the mbarrier, made visible to the
-  // products' reads (the async proxy)
-  shared_to_async_proxy();
+  // cp.async's writes (the generic proxy), seen here through the mbarrier,
+  // made visible to the products' reads (the async proxy); tensor copies
+  // write through the async proxy the products read through, so their
+  // stages need no fence
+  if constexpr (!TENSOR_COPIES) shared_to_async_proxy();
   multiply_stage(d, shared + s * STAGE_HALVES, rows);
   asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
 }
@@ -1654,7 +1656,7 @@ __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigne
     for (int step = 0; step < STEPS; ++step) {
       const int it = j * STEPS + step, s = it % STAGES;
       barrier_wait(&full[s], (it / STAGES) & 1);
-      shared_to_async_proxy();
+      if constexpr (!TENSOR_COPIES) shared_to_async_proxy();  // as multiply_step
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) issue_products(d[h], shared + s * STAGE_HALVES, h);
