@@ -1233,19 +1233,24 @@ __device__ __forceinline__ void tensor_copy(HALF* stage, const TensorMap* map, i
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The ring's step `it`'s stage, once its copies have landed, for the
+// warpgroup products: cp.async's writes (the generic proxy), seen here
+// through the mbarrier, made visible to the products' reads (the async
+// proxy); tensor copies write through the async proxy the products read
+// through, so their stages need no fence
+__device__ __forceinline__ const HALF* await_stage(unsigned long long* full, int it) {
+  extern __shared__ __align__(1024) HALF shared[];
+  const int s = it % STAGES;
+  barrier_wait(&full[s], (it / STAGES) & 1);
+  if constexpr (!TENSOR_COPIES) shared_to_async_proxy();
+  return shared + s * STAGE_HALVES;
+}
+
 // d += the products of the ring's step `it` (its stage's `rows`: the
 // warpgroup's 64), issued once the step's copies have landed; every product
 // issued before them is done on return (the latest stay in flight)
 __device__ __forceinline__ void multiply_step(float (&d)[BLOCK_N / 2], unsigned long long* full, int it, int rows) {
-  extern __shared__ __align__(1024) HALF shared[];
-  const int s = it % STAGES;
-  barrier_wait(&full[s], (it / STAGES) & 1);
-  // cp.async's writes (the generic proxy), seen here through the mbarrier,
-  // made visible to the products' reads (the async proxy); tensor copies
-  // write through the async proxy the products read through, so their
-  // stages need no fence
-  if constexpr (!TENSOR_COPIES) shared_to_async_proxy();
-  multiply_stage(d, shared + s * STAGE_HALVES, rows);
+  multiply_stage(d, await_stage(full, it), rows);
   asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
 }
 
@@ -1643,7 +1648,6 @@ template <int WARPGROUP = -1>
 __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigned long long* full,
                                                            unsigned long long* empty, const TensorMap* map_c,
                                                            const TensorMap* map_x EPILOGUE_PARAMETER) {
-  extern __shared__ __align__(1024) HALF shared[];
   const int warpgroup = WARPGROUP >= 0 ? WARPGROUP : threadIdx.x >> 7;
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   constexpr int HALVES = BLOCK_M / 64;
@@ -1654,12 +1658,11 @@ __device__ __forceinline__ void multiply_tiles_alternating(C_ELEMENT* c, unsigne
     clear(d);
     if (j > 0) asm volatile("bar.sync %0, 256;" ::"r"(2 + warpgroup) : "memory");
     for (int step = 0; step < STEPS; ++step) {
-      const int it = j * STEPS + step, s = it % STAGES;
-      barrier_wait(&full[s], (it / STAGES) & 1);
-      if constexpr (!TENSOR_COPIES) shared_to_async_proxy();  // as multiply_step
+      const int it = j * STEPS + step;
+      const HALF* const stage = await_stage(full, it);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-      for (int h = 0; h < HALVES; ++h) issue_products(d[h], shared + s * STAGE_HALVES, h);
+      for (int h = 0; h < HALVES; ++h) issue_products(d[h], stage, h);
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
       if (step > 0 && lane == 0) barrier_arrive(&empty[(it - 1) % STAGES]);
