@@ -13,20 +13,18 @@ import numpy as np
 
 from planner.certify import Uncertified, demand_certificate
 from planner.cli import InputError, output_directory, require_torch
-from planner.runtime.cuda import NoDevice, open_gpu
+from planner.data.batches import Batches
+from planner.data.command import embedded
+from planner.data.shards import read_dataset
+from planner.model.config import DEFAULT
+from planner.runtime.cuda import CudaDevice, NoDevice, open_gpu
+from planner.runtime.session import Session
+from planner.schedule import build_plan
 
 
 def train(out: Path, steps: int) -> None:
     torch = require_torch()
-
-    from planner.data.batches import Batches
-    from planner.data.command import embedded
-    from planner.data.shards import read_dataset
-    from planner.model.config import DEFAULT
-    from planner.reference.model import Coppelius, optimizer, parameters_from_bank
-    from planner.runtime.cuda import CudaDevice
-    from planner.runtime.session import Session
-    from planner.schedule import build_plan
+    from planner.reference.model import Coppelius, optimizer, parameters_from_bank  # needs torch
 
     config = DEFAULT
     s = config.shape
