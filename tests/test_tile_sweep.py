@@ -20,12 +20,20 @@ KEY = "rr-m1024-n1536-k512-rope"  # its C in the half format (by head)
 TABLE = Path(__file__).resolve().parents[1] / "kernels" / "tiles.json"
 
 
+def _measured(tmp_path: Path, tiles: dict[str, dict] | None, device: str = "NVIDIA H200",
+              shared_limit: int = 232448) -> Path:
+    """An earlier run's tile-sweep.json (--measured): KEY's tiles' times, or
+    (tiles None) no shape at all."""
+    measured = tmp_path / "tile-sweep.json"
+    shapes = {} if tiles is None else {KEY: {"torch_us": 4.6, "same_us": 4.7, "tiles": tiles}}
+    measured.write_text(json.dumps({"device": device, "shared_limit": shared_limit, "shapes": shapes}))
+    return measured
+
+
 def _sweep(monkeypatch, tmp_path: Path, tiles: dict[str, dict], keys: str = KEY,
            step_ms: dict[str, float] | None = None, device: str = "NVIDIA H200",
            shared_limit: int = 232448, status: int = 0) -> dict:
-    measured = tmp_path / "tile-sweep.json"
-    measured.write_text(json.dumps({"device": device, "shared_limit": shared_limit,
-                                    "shapes": {KEY: {"torch_us": 4.6, "same_us": 4.7, "tiles": tiles}}}))
+    measured = _measured(tmp_path, tiles, device, shared_limit)
     table = tmp_path / "tiles.json"
     recorded = json.loads(TABLE.read_text())
     if step_ms:
@@ -145,8 +153,7 @@ def test_bad_arguments_are_refused_before_any_work(monkeypatch, tmp_path, capsys
 
 
 def test_a_measured_run_without_the_shape_is_refused(monkeypatch, tmp_path, capsys):
-    measured = tmp_path / "tile-sweep.json"
-    measured.write_text(json.dumps({"device": "NVIDIA H200", "shared_limit": 232448, "shapes": {}}))
+    measured = _measured(tmp_path, None)
     monkeypatch.setattr(sys, "argv", ["tile_sweep.py", str(tmp_path / "out"), "--measured", str(measured),
                                       "--keys", KEY])
     assert tile_sweep.main() == 2
@@ -161,9 +168,7 @@ def test_no_gpu_is_one_line(monkeypatch, tmp_path, capsys):
     def no_gpu():
         raise NoDevice("no NVIDIA GPU to run on (no driver)")
 
-    measured = tmp_path / "tile-sweep.json"
-    measured.write_text(json.dumps({"device": "NVIDIA H200", "shared_limit": 232448,
-                                    "shapes": {KEY: {"torch_us": 4.6, "same_us": 4.7, "tiles": {}}}}))
+    measured = _measured(tmp_path, {})
     monkeypatch.setattr(tile_sweep, "open_gpu", no_gpu)
     monkeypatch.setattr(sys, "argv", ["tile_sweep.py", str(tmp_path / "out"), "--measured", str(measured),
                                       "--keys", KEY, "--step", f"{KEY}=40,60"])
