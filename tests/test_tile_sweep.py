@@ -18,10 +18,11 @@ tile_sweep = pytest.importorskip("tile_sweep")
 
 KEY = "rr-m1024-n1536-k512-rope"  # its C in the half format (by head)
 TABLE = Path(__file__).resolve().parents[1] / "kernels" / "tiles.json"
+DEVICE, SHARED_LIMIT = "NVIDIA H200", 232448  # the card an earlier run measured on, and its block's limit
 
 
-def _measured(tmp_path: Path, tiles: dict[str, dict] | None, device: str = "NVIDIA H200",
-              shared_limit: int = 232448) -> Path:
+def _measured(tmp_path: Path, tiles: dict[str, dict] | None, device: str = DEVICE,
+              shared_limit: int = SHARED_LIMIT) -> Path:
     """An earlier run's tile-sweep.json (--measured): KEY's tiles' times, or
     (tiles None) no shape at all."""
     measured = tmp_path / "tile-sweep.json"
@@ -31,8 +32,8 @@ def _measured(tmp_path: Path, tiles: dict[str, dict] | None, device: str = "NVID
 
 
 def _sweep(monkeypatch, tmp_path: Path, tiles: dict[str, dict], keys: str = KEY,
-           step_ms: dict[str, float] | None = None, device: str = "NVIDIA H200",
-           shared_limit: int = 232448, status: int = 0) -> dict:
+           step_ms: dict[str, float] | None = None, device: str = DEVICE,
+           shared_limit: int = SHARED_LIMIT, status: int = 0) -> dict:
     measured = _measured(tmp_path, tiles, device, shared_limit)
     table = tmp_path / "tiles.json"
     recorded = json.loads(TABLE.read_text())
